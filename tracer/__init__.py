@@ -1,0 +1,14 @@
+"""attnsim's engine: scaled dot-product self-attention, traced step by step.
+
+    import tracer
+    trace = tracer.run("by_hand", arithmetic="by-hand")
+    trace["h0.weights"], trace.explain("h0.scores", 1, 2)
+"""
+from .arithmetic import PRESETS, Arithmetic, resolve
+from .errors import AttentionWarning, ScenarioError
+from .scenario import Scenario, builtin_names, from_arrays, list_builtins, load_scenario
+from .steps import Step
+from .trace import Trace, run
+
+__all__ = ["PRESETS", "Arithmetic", "AttentionWarning", "Scenario", "ScenarioError", "Step", "Trace",
+           "builtin_names", "from_arrays", "list_builtins", "load_scenario", "resolve", "run"]

@@ -1,0 +1,163 @@
+"""Pure Numba kernels, one per attention stage and per variant.
+
+Every kernel works in the *rows* orientation (one row per token / per query) on C-contiguous
+float arrays; the tracer transposes at the boundary for the columns layout, so each kernel
+compiles at most twice (float64, float32). No tracing, I/O or globals in here.
+"""
+import math
+
+from . import _numba_cache  # noqa: F401  (must run before numba reads its config)
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def project(x, w):
+    """x·W: (n × d_in)·(d_in × d_out), e.g. Q = X·W_Q."""
+    return np.dot(x, w)
+
+
+@njit(cache=True)
+def scores(q, k):
+    """S = Q·Kᵀ: one row per query, one column per key; S[i, j] = q_i·k_j."""
+    return np.dot(q, k.T)
+
+
+@njit(cache=True)
+def divide(s, c):
+    """s ÷ c (the ÷√d_k rule, or any constant)."""
+    out = np.empty_like(s)
+    for i in range(s.shape[0]):
+        for j in range(s.shape[1]):
+            out[i, j] = s[i, j] / c
+    return out
+
+
+@njit(cache=True)
+def floor_divide(s, c):
+    """⌊s ÷ c⌋: the by-hand stand-in for ÷√d_k that keeps every number an integer."""
+    out = np.empty_like(s)
+    for i in range(s.shape[0]):
+        for j in range(s.shape[1]):
+            out[i, j] = math.floor(s[i, j] / c)
+    return out
+
+
+@njit(cache=True)
+def mask(s, allowed):
+    """Keep s where a query may attend a key, −∞ elsewhere (so its power is exactly 0)."""
+    out = np.empty_like(s)
+    for i in range(s.shape[0]):
+        for j in range(s.shape[1]):
+            out[i, j] = s[i, j] if allowed[i, j] else -np.inf
+    return out
+
+
+@njit(cache=True)
+def row_max(s):
+    """Each query's largest score (0 for a query whose keys are all masked, to avoid −∞ − −∞)."""
+    out = np.empty((s.shape[0], 1), dtype=s.dtype)
+    for i in range(s.shape[0]):
+        m = -np.inf
+        for j in range(s.shape[1]):
+            if s[i, j] > m:
+                m = s[i, j]
+        out[i, 0] = m if m > -np.inf else 0.0
+    return out
+
+
+@njit(cache=True)
+def exp_powers(s, shift):
+    """e^(s − shift), shift being each query's max (stable) or 0 (raw powers)."""
+    out = np.empty_like(s)
+    for i in range(s.shape[0]):
+        for j in range(s.shape[1]):
+            out[i, j] = math.exp(s[i, j] - shift[i, 0])
+    return out
+
+
+@njit(cache=True)
+def base_powers(s, shift, base):
+    """base^(s − shift) with pow, so that small integer powers (3² = 9) come out exact."""
+    out = np.empty_like(s)
+    for i in range(s.shape[0]):
+        for j in range(s.shape[1]):
+            out[i, j] = base ** (s[i, j] - shift[i, 0])
+    return out
+
+
+@njit(cache=True)
+def row_sums(p):
+    """Each query's sum of powers, as an n × 1 column."""
+    out = np.zeros((p.shape[0], 1), dtype=p.dtype)
+    for i in range(p.shape[0]):
+        total = 0.0
+        for j in range(p.shape[1]):
+            total += p[i, j]
+        out[i, 0] = total
+    return out
+
+
+@njit(cache=True)
+def softmax_weights(p, sums):
+    """A = powers ÷ their query's sum; a query with nothing to attend (sum 0) gets zeros."""
+    out = np.empty_like(p)
+    for i in range(p.shape[0]):
+        for j in range(p.shape[1]):
+            out[i, j] = p[i, j] / sums[i, 0] if sums[i, 0] > 0 else 0.0
+    return out
+
+
+@njit(cache=True)
+def relu_weights(s):
+    """A = max(0, s): the ReLU alternative to softmax (not normalised; −∞ becomes 0)."""
+    out = np.empty_like(s)
+    for i in range(s.shape[0]):
+        for j in range(s.shape[1]):
+            out[i, j] = s[i, j] if s[i, j] > 0 else 0.0
+    return out
+
+
+@njit(cache=True)
+def weighted_sum(a, v):
+    """Z = A·V: each query's output is its weights applied to the values."""
+    return np.dot(a, v)
+
+
+@njit(cache=True)
+def concat(zs):
+    """The heads' outputs side by side: (heads, n, d_v) → (n, heads·d_v)."""
+    heads, n, d_v = zs.shape
+    out = np.empty((n, heads * d_v), dtype=zs.dtype)
+    for h in range(heads):
+        for i in range(n):
+            for j in range(d_v):
+                out[i, h * d_v + j] = zs[h, i, j]
+    return out
+
+
+@njit(cache=True)
+def add(a, b):
+    """The residual connection: a + b, cell by cell."""
+    return a + b
+
+
+@njit(cache=True)
+def layer_norm(r, eps):
+    """Each token's row shifted to mean 0 and scaled to variance 1 (no learned gain or bias)."""
+    out = np.empty_like(r)
+    d = r.shape[1]
+    for i in range(r.shape[0]):
+        mean = 0.0
+        for j in range(d):
+            mean += r[i, j]
+        mean /= d
+        var = 0.0
+        for j in range(d):
+            var += (r[i, j] - mean) ** 2
+        var /= d
+        inv = 1.0 / math.sqrt(var + eps)
+        for j in range(d):
+            out[i, j] = (r[i, j] - mean) * inv
+    return out

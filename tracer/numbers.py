@@ -1,0 +1,43 @@
+"""How a number is written for a person: exact fractions where the by-hand arithmetic makes
+them (27/46), short decimals otherwise, and −∞ for a masked score."""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+MAX_DENOMINATOR = 1000
+
+
+def as_fraction(value: float, tol: float = 1e-9) -> Fraction | None:
+    """The small-denominator fraction equal to value (within tol, relative), if there is one."""
+    if not math.isfinite(value):
+        return None
+    f = Fraction(value).limit_denominator(MAX_DENOMINATOR)
+    return f if abs(float(f) - value) <= tol * max(1.0, abs(value)) else None
+
+
+def fmt(value: float, fractions: bool = True, digits: int = 4, tol: float = 1e-9) -> str:
+    """A short text for value: `3`, `−1`, `1/3`, `0.5`, `0.2119`, `−∞`."""
+    value = float(value)
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    if value == int(value) and abs(value) < 1e15:
+        text = str(int(value))
+    else:
+        f = as_fraction(value, tol) if fractions else None
+        short = f"{value:.{digits}g}"
+        if f is not None and float(short) != float(f):  # 1/3 stays a fraction, 0.5 a decimal
+            text = f"{f.numerator}/{f.denominator}"
+        else:
+            text = short
+    return text.replace("-", "−")
+
+
+def fmt_approx(value: float, fractions: bool = True, tol: float = 1e-9) -> str:
+    """Like fmt, with the decimal beside a fraction: `27/46 ≈ 0.587`."""
+    text = fmt(value, fractions, tol=tol)
+    if "/" in text:
+        text += f" ≈ {value:.3g}".replace("-", "−")
+    return text
