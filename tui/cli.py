@@ -1,0 +1,173 @@
+"""The `attnsim` command line (CONTRACT §1): list, show, export, diff, validate, tui, bench.
+
+Bad input of any kind ends with exactly one `attnsim: error: …` line on stderr and exit code 2;
+textual is imported only by the `tui` verb, so scripted runs start fast.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+
+from tracer.errors import AttentionWarning, ScenarioError
+
+PROG = "attnsim"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2, as for any other bad input
+        raise ScenarioError("arguments", message)
+
+
+def _run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--arithmetic", metavar="PRESET", help="exact or by-hand (default: the scenario's own)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="change one arithmetic key: scale, softmax_base, normalize, stable, dtype, mask, layout")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description="Step through scaled dot-product self-attention.")
+    sub = p.add_subparsers(dest="verb", parser_class=_Parser)
+    t = sub.add_parser("tui", help="open the terminal UI (the default)")
+    t.add_argument("scenario", nargs="?", default="by_hand")
+    _run_options(t)
+    sub.add_parser("list", help="the built-in scenarios")
+    s = sub.add_parser("show", help="print steps as plain-text tables")
+    s.add_argument("scenario")
+    s.add_argument("--step", action="append", metavar="ID", help="a step id (repeatable; default all)")
+    s.add_argument("--decimals", action="store_true", help="decimals instead of exact fractions")
+    s.add_argument("--full", action="store_true", help="print every row and column of large steps")
+    s.add_argument("--explain", nargs=3, metavar=("ID", "ROW", "COL"), help="how one cell was computed")
+    _run_options(s)
+    e = sub.add_parser("export", help="write the trace as json, npz, csv or md")
+    e.add_argument("scenario")
+    e.add_argument("-o", "--output", required=True, metavar="PATH")
+    e.add_argument("--format", choices=None, metavar="F", help="json, npz, csv or md (default: from PATH)")
+    e.add_argument("--step", action="append", metavar="ID")
+    e.add_argument("--blank", action="store_true", help="md: leave computed cells empty (a worksheet)")
+    _run_options(e)
+    d = sub.add_parser("diff", help="compare two arithmetics step by step")
+    d.add_argument("scenario")
+    d.add_argument("--a", default="exact", metavar="PRESET")
+    d.add_argument("--b", default="by-hand", metavar="PRESET")
+    d.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="applied to both")
+    v = sub.add_parser("validate", help="check scenario files")
+    v.add_argument("files", nargs="+", metavar="FILE")
+    b = sub.add_parser("bench", help="benchmarks against NumPy and PyTorch (source checkout)")
+    b.add_argument("rest", nargs=argparse.REMAINDER)
+    return p
+
+
+def _trace(args, preset=None):
+    import tracer
+    from tracer.arithmetic import parse_set
+    return tracer.run(args.scenario, preset or args.arithmetic, **parse_set(args.set))
+
+
+def _warn(trace) -> None:
+    for message in trace.warnings:
+        print(f"{PROG}: warning: {message}", file=sys.stderr)
+
+
+def cmd_list(args) -> int:
+    import tracer.scenario as sc
+    for name, text in sc.list_builtins():
+        print(f"{name}\t{text}")
+    return 0
+
+
+def cmd_show(args) -> int:
+    from tui.tables import step_table
+    from tracer.export import selected_steps
+    trace = _trace(args)
+    _warn(trace)
+    if args.explain:
+        sid, row, col = args.explain
+        try:
+            row, col = int(row), int(col)
+        except ValueError:
+            raise ScenarioError("--explain", f"expected ID ROW COL with whole numbers, got {row!r} {col!r}") from None
+        print(trace.explain(sid, row, col, fractions=not args.decimals))
+        return 0
+    steps = selected_steps(trace, args.step)
+    sc, ar = trace.scenario, trace.arithmetic
+    print(f"{sc.name}: {sc.title}".rstrip(": ") + f"   [arithmetic: {ar.preset}; layout: {trace.layout}]\n")
+    print("\n\n".join(step_table(trace, s, fractions=not args.decimals, full=args.full) for s in steps))
+    return 0
+
+
+def cmd_export(args) -> int:
+    from tracer.export import format_for, write_export
+    format_for(args.output, args.format)  # refuse a bad format before computing anything
+    trace = _trace(args)
+    _warn(trace)
+    write_export(trace, args.output, args.format, args.step, blank=args.blank)
+    return 0
+
+
+def cmd_diff(args) -> int:
+    from tui.tables import diff_table
+    args.arithmetic = None
+    a, b = _trace(args, args.a), _trace(args, args.b)
+    print(diff_table(a, b, args.a, args.b))
+    return 0
+
+
+def cmd_validate(args) -> int:
+    import tracer
+    failed = 0
+    for path in args.files:
+        try:
+            scenario = tracer.load_scenario(path if path.endswith(".toml") or "/" in path else f"./{path}")
+            trace = tracer.run(scenario, lazy=True)
+            if scenario.heads <= 64 and trace.nbytes() < 2**26:
+                trace.compute_all()  # catches overflow under the scenario's own arithmetic
+            print(f"{path}: ok")
+        except ScenarioError as err:
+            failed += 1
+            print(f"{PROG}: error: {err}", file=sys.stderr)
+    return 2 if failed else 0
+
+
+def cmd_tui(args) -> int:
+    from tracer.arithmetic import parse_set
+    from tui.app import run_app
+    overrides = parse_set(args.set)
+    run_app(args.scenario, args.arithmetic, overrides)
+    return 0
+
+
+def cmd_bench(args) -> int:
+    try:
+        from bench.__main__ import main as bench_main
+    except ImportError:
+        raise ScenarioError("bench", "the benchmarks live in the source checkout; run `python -m bench` there") from None
+    return bench_main(args.rest)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = parser().parse_args(argv or ["tui"])
+        if args.verb is None:
+            args = parser().parse_args(["tui", *argv])
+        verb = {"list": cmd_list, "show": cmd_show, "export": cmd_export, "diff": cmd_diff,
+                "validate": cmd_validate, "tui": cmd_tui, "bench": cmd_bench}[args.verb]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", AttentionWarning)  # printed once, as attnsim: warning
+            return verb(args)
+    except ScenarioError as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `attnsim show … | head`
+        return 0
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()
