@@ -8,13 +8,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields, replace
 
-from .errors import ScenarioError
+from .checks import kind, suggest
+from .errors import ScenarioError, one_line
 
 PRESETS = {
     "exact": dict(scale="sqrt", softmax_base="e", normalize="softmax", stable=True, dtype="float64"),
     "by-hand": dict(scale="floor", softmax_base=3.0, normalize="softmax", stable=False, dtype="float64"),
 }
 KEYS = ("scale", "softmax_base", "normalize", "stable", "dtype", "mask", "layout")
+WORDS = {"scale": ("sqrt", "floor", "none"), "softmax_base": ("e",), "normalize": ("softmax", "relu"),
+         "dtype": ("float64", "float32"), "layout": ("rows", "columns"), "mask": ("none", "causal")}
 
 
 @dataclass(frozen=True)
@@ -53,11 +56,22 @@ class Arithmetic:
 def _number(key: str, value, check, expected: str) -> float:
     try:
         number = float(value)
-    except (TypeError, ValueError):
-        raise ScenarioError(key, f"expected {expected}, got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        number = math.nan
     if isinstance(value, bool) or not math.isfinite(number) or not check(number):
-        raise ScenarioError(key, f"expected {expected}, got {value!r}")
+        raise ScenarioError(key, f"expected {expected}, got {_shown(value)}{suggest(value, WORDS.get(key, ()))}")
     return number
+
+
+def _shown(value) -> str:
+    """The value as the user wrote it (text from --set), or what kind of value it is."""
+    return one_line(repr(value), 60) if isinstance(value, str) else kind(value)
+
+
+def _word(key: str, value, text, words: tuple, expected: str):
+    if isinstance(text, str) and text in words:
+        return text
+    raise ScenarioError(key, f"expected {expected}, got {_shown(value)}{suggest(value, words)}")
 
 
 def _parse(key: str, value):
@@ -72,9 +86,7 @@ def _parse(key: str, value):
             return "e"
         return _number(key, value, lambda b: b > 1, "e or a number > 1")
     if key == "normalize":
-        if text in ("softmax", "relu"):
-            return text
-        raise ScenarioError(key, f"expected softmax or relu, got {value!r}")
+        return _word(key, value, text, WORDS[key], "softmax or relu")
     if key == "stable":
         if isinstance(text, bool):
             return text
@@ -82,29 +94,29 @@ def _parse(key: str, value):
             return True
         if text in ("false", "0", "no"):
             return False
-        raise ScenarioError(key, f"expected true or false, got {value!r}")
+        raise ScenarioError(key, f"expected true or false, got {_shown(value)}")
     if key == "dtype":
-        if text in ("float64", "float32"):
-            return text
-        raise ScenarioError(key, f"expected float64 or float32, got {value!r}")
+        return _word(key, value, text, WORDS[key], "float64 or float32")
     if key == "layout":
-        if text in ("rows", "columns"):
-            return text
-        raise ScenarioError(key, f"expected rows or columns, got {value!r}")
+        return _word(key, value, text, WORDS[key], "rows or columns")
     if key == "mask":
+        if isinstance(text, str) and text.startswith("["):  # --set mask=[[1,0],[1,1]]: a TOML array
+            from .scenario_files import parse_toml
+            return parse_toml(f"mask = {value}", None)["mask"]
         if isinstance(text, str):
-            if text in ("none", "causal"):
-                return text
-            raise ScenarioError(key, f"expected none, causal or a 0/1 matrix, got {value!r}")
+            return _word(key, value, text, WORDS[key], "none, causal or a 0/1 matrix like [[1,0],[1,1]]")
         return value  # a matrix: checked against the scenario's size when it runs
-    raise ScenarioError(key, f"unknown arithmetic key; expected one of {', '.join(KEYS)}")
+    raise ScenarioError(key, f"unknown arithmetic key{suggest(key, KEYS)}; expected one of {', '.join(KEYS)}")
 
 
 def resolve(preset: str = "exact", overrides: dict | None = None) -> Arithmetic:
     """A preset with some keys changed; every value is checked here, before anything runs."""
-    if preset not in PRESETS:
-        raise ScenarioError("arithmetic", f"expected a preset, {' or '.join(PRESETS)}; got {preset!r}")
+    if not isinstance(preset, str) or preset not in PRESETS:
+        raise ScenarioError("arithmetic", f"expected a preset, {' or '.join(PRESETS)}; got "
+                            f"{_shown(preset)}{suggest(preset, tuple(PRESETS))}")
     arithmetic = Arithmetic(preset=preset, **PRESETS[preset])
+    if not isinstance(overrides or {}, dict):
+        raise ScenarioError("arithmetic", f"expected overrides as a table of keys, got {kind(overrides)}")
     changes = {key: _parse(key, value) for key, value in (overrides or {}).items()}
     return replace(arithmetic, **changes)
 
@@ -113,11 +125,17 @@ def parse_set(items: list[str]) -> dict:
     """`--set KEY=VALUE` options as a dict of overrides (values parsed later by `resolve`)."""
     overrides = {}
     for item in items:
+        if not isinstance(item, str):
+            raise ScenarioError("--set", f"expected KEY=VALUE, got {kind(item)}")
         key, eq, value = item.partition("=")
         key = key.strip()
         if not eq or not key:
-            raise ScenarioError("--set", f"expected KEY=VALUE, got {item!r}")
+            raise ScenarioError("--set", f"expected KEY=VALUE (e.g. scale=sqrt), got {_shown(item)}")
         if key not in KEYS:
-            raise ScenarioError(f"--set {key}", f"unknown key; expected one of {', '.join(KEYS)}")
+            raise ScenarioError(f"--set {key}", f"unknown key{suggest(key, KEYS)}; expected one of {', '.join(KEYS)}")
+        try:
+            _parse(key, value)  # checked now, so the error names the option
+        except ScenarioError as err:
+            raise ScenarioError(f"--set {key}", err.expected) from None
         overrides[key] = value
     return overrides

@@ -1,4 +1,19 @@
-"""The one exception bad input may raise, and the warning for degenerate but valid cases."""
+"""The one exception bad input may raise, and the warning for degenerate but valid cases.
+
+A message is always one printable line, however hostile the file name or field it quotes.
+"""
+from __future__ import annotations
+
+import re
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+MAX_PART = 300  # characters of one part of a message (a huge quoted value would flood the terminal)
+
+
+def one_line(text: str, limit: int = MAX_PART) -> str:
+    """text with control characters escaped (\\n, \\x00) and cut to `limit` characters."""
+    text = _CONTROL.sub(lambda m: repr(m.group())[1:-1], str(text))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class ScenarioError(ValueError):
@@ -6,8 +21,8 @@ class ScenarioError(ValueError):
 
     def __init__(self, field: str, expected: str, source: str | None = None):
         self.field, self.expected, self.source = field, expected, source
-        where = f"{source}: " if source else ""
-        super().__init__(f"{where}{field}: {expected}")
+        where = f"{one_line(source)}: " if source else ""
+        super().__init__(f"{where}{one_line(field)}: {one_line(expected, 3 * MAX_PART)}")
 
     def at(self, source: str) -> "ScenarioError":
         """The same error, now naming the file it came from."""

@@ -9,8 +9,10 @@ import os
 
 import numpy as np
 
+from .checks import choice, kind, unknown
 from .errors import ScenarioError
 
+MEMORY_SHARE = 0.8  # of the machine's RAM that a scenario and its run may ask for
 KEYS = ("seed", "tokens", "d_model", "heads", "d_k", "d_v", "d_out", "output", "distribution", "dtype")
 
 
@@ -27,30 +29,25 @@ def _int(spec: dict, key: str, default=None, low: int = 1, high: int = 1 << 20) 
     if value is None:
         raise ScenarioError(f"random.{key}", "missing; expected a whole number")
     if isinstance(value, bool) or not isinstance(value, int) or not (low <= value <= high):
-        raise ScenarioError(f"random.{key}", f"expected a whole number from {low} to {high}, got {value!r}")
+        raise ScenarioError(f"random.{key}", f"expected a whole number from {low} to {high}, got {kind(value)}")
     return value
 
 
 def dims(spec) -> dict:
     """The checked sizes of a [random] section."""
     if not isinstance(spec, dict):
-        raise ScenarioError("random", "expected a table (seed, tokens, d_model, heads, d_k, ...)")
-    for key in spec:
-        if key not in KEYS:
-            raise ScenarioError(f"random.{key}", f"unknown field; expected one of {', '.join(KEYS)}")
+        raise ScenarioError("random", f"expected a table (seed, tokens, d_model, heads, d_k, ...), got {kind(spec)}")
+    unknown(spec, KEYS, "random.")
     d = dict(seed=_int(spec, "seed", 0, 0, 2**63 - 1), n=_int(spec, "tokens"),
              d_model=_int(spec, "d_model"), heads=_int(spec, "heads", 1, 1, 4096), d_k=_int(spec, "d_k"))
     d["d_v"] = _int(spec, "d_v", d["d_k"])
     output = spec.get("output", d["heads"] > 1 or "d_out" in spec)
     if not isinstance(output, bool):
-        raise ScenarioError("random.output", f"expected true or false, got {output!r}")
+        raise ScenarioError("random.output", f"expected true or false, got {kind(output)}")
     d["d_out"] = _int(spec, "d_out", d["d_model"]) if output else None
-    d["distribution"] = spec.get("distribution", "normal")
-    if d["distribution"] not in ("normal", "uniform"):
-        raise ScenarioError("random.distribution", f"expected \"normal\" or \"uniform\", got {d['distribution']!r}")
-    d["dtype"] = spec.get("dtype", "float64")
-    if d["dtype"] not in ("float64", "float32"):
-        raise ScenarioError("random.dtype", f"expected \"float32\" or \"float64\", got {d['dtype']!r}")
+    d["distribution"] = choice(spec, "distribution", ("normal", "uniform"), "normal", "random.distribution")
+    d["dtype"] = choice(spec, "dtype", ("float64", "float32"), "float64", "random.dtype")
+    d["rank"] = 0
     return d
 
 
@@ -62,13 +59,33 @@ def input_bytes(d: dict) -> int:
     return cells * np.dtype(d["dtype"]).itemsize
 
 
-def generate(spec, layout: str) -> dict:
+def run_bytes(d: dict, itemsize: int) -> int:
+    """Peak bytes of a run's intermediates: the whole trace when it is small enough to be kept
+    whole, else the few heads a lazy trace holds at once (each with its n × n scores)."""
+    from .trace import EAGER_BYTES, RESIDENT_HEADS  # at call time: trace imports this module's users
+
+    n, heads, d_v = d["n"], d["heads"], d["d_v"]
+    head = n * (2 * d["d_k"] + d_v + d.get("rank", 0)) + 5 * n * n + n + n * d_v  # q k v, 5 n×n steps, sums, z
+    tail = 3 * n * d["d_model"] + n * heads * d_v + n * (d["d_out"] or 0)       # x, residual, norm, concat, out
+    whole = (heads * head + tail) * itemsize
+    if whole <= EAGER_BYTES:
+        return whole
+    return (min(heads, RESIDENT_HEADS + 1) * head + heads * n * d_v + tail) * itemsize
+
+
+def refuse_if_too_big(need: int, field: str, what: str, n: int | None = None) -> None:
+    """A ScenarioError, before anything is allocated, when `need` bytes would not fit in RAM."""
+    have = physical_memory()
+    if need > MEMORY_SHARE * have:
+        tokens = f" ({n} tokens: each head holds n × n scores)" if n else ""
+        raise ScenarioError(field, f"{what}{tokens} needs about {need / 2**30:.1f} GiB, more than this "
+                            f"machine can hold ({have / 2**30:.1f} GiB of RAM); expected smaller sizes")
+
+
+def generate(spec, layout: str, run_itemsize: int = 8) -> dict:
     """x and [weights] as a scenario file would hold them, in `layout`'s orientation."""
     d = dims(spec)
-    need, have = input_bytes(d), physical_memory()
-    if need > 0.6 * have:
-        raise ScenarioError("random", f"needs {need / 2**30:.1f} GiB for its input and weights, more than "
-                            f"this machine can hold ({have / 2**30:.1f} GiB of RAM); expected smaller sizes")
+    refuse_if_too_big(input_bytes(d) + run_bytes(d, run_itemsize), "random", "a run of these sizes", d["n"])
     rng = np.random.default_rng(d["seed"])
     dtype = np.dtype(d["dtype"])
 

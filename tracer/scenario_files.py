@@ -1,0 +1,119 @@
+"""Finding and reading scenario files: built-in names (which never leave the scenarios folder)
+and paths, read as bounded UTF-8 TOML; every failure is a ScenarioError naming the file."""
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+from .checks import kind, suggest
+from .errors import ScenarioError
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+MAX_FILE_BYTES = 64 * 2**20
+BUILTIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
+_WHERE = re.compile(r"^(.*?)\s*\(at (line (\d+), column (\d+)|end of document)\)$")
+
+
+def scenarios_dir() -> Path:
+    """The built-in scenarios: shipped inside the package, or beside it in a source checkout."""
+    here = Path(__file__).resolve().parent
+    inside = here / "scenarios"
+    return inside if inside.is_dir() else here.parent / "scenarios"
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.stem for p in scenarios_dir().glob("*.toml") if BUILTIN_NAME.match(p.stem))
+
+
+def list_builtins() -> list[tuple[str, str]]:
+    """(name, one-line description) for every built-in, without building any of them."""
+    out = []
+    for name in builtin_names():
+        data = read_toml(scenarios_dir() / f"{name}.toml")
+        about = data.get("title") or data.get("description") or ""
+        about = about.strip() if isinstance(about, str) else ""
+        out.append((name, about.splitlines()[0] if about else ""))
+    return out
+
+
+def resolve_path(spec) -> Path:
+    """A built-in scenario's file (names win), or a path as given; a name never leaves the
+    scenarios folder, since only the names listed there are ever joined to it."""
+    try:
+        text = os.fsdecode(os.fspath(spec))
+    except TypeError:
+        raise ScenarioError("scenario", f"expected a built-in name or a path to a .toml file, got {kind(spec)}") from None
+    if "\x00" in text or not text.strip():
+        raise ScenarioError("scenario", f"expected a built-in name or a path to a .toml file, got {kind(text)}")
+    names = builtin_names()
+    if text in names:
+        return scenarios_dir() / f"{text}.toml"
+    if text.endswith(".toml") or "/" in text or os.sep in text or (os.altsep and os.altsep in text) \
+            or os.path.lexists(text):
+        return Path(text)
+    raise ScenarioError("scenario", f"{text!r} is neither a .toml file nor a built-in scenario"
+                        f"{suggest(text, names)}; expected one of {', '.join(names)} or a path")
+
+
+def read_toml(path: Path) -> dict:
+    """The TOML document of a regular, UTF-8 file of at most MAX_FILE_BYTES."""
+    where = str(path)
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        hint = ""
+        if path.suffix == ".toml" and path.stem in builtin_names() and path.parent == Path("."):
+            hint = f" (the built-in scenario is named {path.stem!r}, without .toml)"
+        raise ScenarioError("file", f"does not exist{hint}; expected a .toml scenario file", where) from None
+    except (OSError, ValueError) as err:
+        raise ScenarioError("file", f"cannot be read ({_why(err)}); expected a readable .toml file", where) from None
+    if stat.S_ISDIR(info.st_mode):
+        raise ScenarioError("file", "is a directory; expected a .toml scenario file", where)
+    if not stat.S_ISREG(info.st_mode):
+        raise ScenarioError("file", "is not a regular file (a device, pipe or socket); expected a .toml file", where)
+    if info.st_size > MAX_FILE_BYTES:
+        raise ScenarioError("file", f"is larger than {MAX_FILE_BYTES >> 20} MiB; expected a smaller file "
+                            "(use a [random] section for large scenarios)", where)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)  # bounded, even if the file grows meanwhile
+    except OSError as err:
+        raise ScenarioError("file", f"cannot be read ({_why(err)}); expected a readable .toml file", where) from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise ScenarioError("file", f"is larger than {MAX_FILE_BYTES >> 20} MiB; expected a smaller file", where)
+    if b"\x00" in raw:
+        raise ScenarioError("file", f"is binary (a NUL byte at offset {raw.index(0)}); expected a .toml text file", where)
+    try:
+        text = raw.decode("utf-8-sig")  # a byte-order mark, as some editors write, is fine
+    except UnicodeDecodeError as err:
+        raise ScenarioError("file", f"is not UTF-8 text (byte 0x{raw[err.start]:02x} at offset {err.start}); "
+                            "expected a UTF-8 .toml file", where) from None
+    return parse_toml(text, where)
+
+
+def parse_toml(text: str, where: str | None = None) -> dict:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        what, field = str(err), "TOML"
+        match = _WHERE.match(what)
+        if match:
+            what = match.group(1)
+            field = f"line {match.group(3)}, column {match.group(4)}" if match.group(3) else "end of file"
+        raise ScenarioError(field, f"invalid TOML ({what}); expected valid TOML syntax", where) from None
+    except RecursionError:
+        raise ScenarioError("TOML", "arrays or tables nested too deeply; expected a matrix (a list of rows)",
+                            where) from None
+    except ValueError as err:  # e.g. an integer of thousands of digits
+        raise ScenarioError("TOML", f"a value cannot be read ({str(err).split(';')[0]}); expected numbers "
+                            "within float64's range", where) from None
+
+
+def _why(err: Exception) -> str:
+    return getattr(err, "strerror", None) or str(err) or type(err).__name__
