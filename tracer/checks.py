@@ -125,6 +125,9 @@ def matrix(value, name: str) -> np.ndarray:
         return out
     if not isinstance(value, (list, tuple)) or not value:
         raise ScenarioError(name, f"expected a matrix (a non-empty list of rows of numbers), got {kind(value)}")
+    if isinstance(value[0], (numbers.Number, str)):
+        raise ScenarioError(name, f"expected a matrix (a list of rows), got a flat list of {len(value)}; "
+                            "write a single row as [[...]]")
     rows, width = [], None
     for r, row in enumerate(value):
         if isinstance(row, np.ndarray) and row.ndim == 1:
@@ -172,7 +175,7 @@ class Shapes:
         file_dims = rows_dims if self.layout == "rows" else rows_dims[::-1]
         for dim, size in zip(file_dims, shape):
             if dim in self.sizes and self.sizes[dim] != size:
-                want = " × ".join(str(self.sizes.get(d, "?")) for d in file_dims)
+                want = " × ".join(str(self.sizes.get(d, d)) for d in file_dims)
                 raise ScenarioError(name, f"expected a {want} matrix ({' × '.join(file_dims)}, "
                                     f"{dim} = {self.sizes[dim]} from {self.origin[dim]}), got {shape[0]} × {shape[1]}")
         for dim, size in zip(file_dims, shape):

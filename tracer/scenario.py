@@ -140,8 +140,10 @@ def build(data: dict, default_name: str = "scenario", source: str | None = None)
     x = x if layout == "rows" else x.T
 
     weights = data.get("weights")
+    if weights is None:
+        raise ScenarioError("weights", "missing; expected a [weights] table with q, k and v")
     if not isinstance(weights, dict):
-        raise ScenarioError("weights", f"missing or not a table; expected [weights] with q, k and v, got {kind(weights)}")
+        raise ScenarioError("weights", f"expected a [weights] table with q, k and v, got {kind(weights)}")
     unknown(weights, WEIGHT_KEYS, "weights.")
     for key in ("q", "k"):
         if key not in weights:

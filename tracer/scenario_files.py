@@ -66,7 +66,7 @@ def read_toml(path: Path) -> dict:
     where = str(path)
     try:
         info = path.stat()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         hint = ""
         if path.suffix == ".toml" and path.stem in builtin_names() and path.parent == Path("."):
             hint = f" (the built-in scenario is named {path.stem!r}, without .toml)"

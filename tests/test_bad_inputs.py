@@ -1,0 +1,238 @@
+"""Bad input through the Python API: the corpus in bad_inputs/ (one file per mistake, with the
+exact message in bad_inputs/expected.toml), plus names, odd files, arrays and arithmetic keys."""
+import os
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tracer
+from tracer.arithmetic import parse_set, resolve
+from tracer.scenario_files import MAX_FILE_BYTES
+
+CORPUS = Path(__file__).parent / "bad_inputs"
+EXPECTED = tomllib.loads((CORPUS / "expected.toml").read_text(encoding="utf-8"))
+GOOD = "x = [[1, 0, 1], [0, 1, 1]]\n[weights]\nq = [[1, 0], [0, 1], [1, 1]]\nk = [[1, 0], [0, 1], [0, 0]]\nv = [[1], [2], [3]]\n"
+
+
+def check_message(body: str, want: dict) -> None:
+    """body: the message after "<file>: "; want: an `error`, or `contains` (and maybe `field`)."""
+    if "error" in want:
+        assert body == want["error"]
+    else:
+        assert all(piece in body for piece in want["contains"]), body
+        if "field" in want:
+            assert body.startswith(want["field"] + ": "), body
+    assert "\n" not in body
+
+
+def test_every_corpus_file_has_an_expected_error_and_back():
+    files = {p.stem for p in CORPUS.iterdir() if p.suffix == ".toml"} - {"expected"}
+    assert files == set(EXPECTED)
+    assert len(files) >= 60
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_corpus_file_gives_its_error(name):
+    path = str(CORPUS / f"{name}.toml")
+    with pytest.raises(tracer.ScenarioError) as info:
+        tracer.load_scenario(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: ")
+    check_message(message[len(path) + 2:], EXPECTED[name])
+    assert info.value.source == path
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_run_gives_the_same_error_as_load(name):
+    path = str(CORPUS / f"{name}.toml")
+    with pytest.raises(tracer.ScenarioError) as info:
+        tracer.run(path)
+    check_message(str(info.value)[len(path) + 2:], EXPECTED[name])
+
+
+# ------------------------------------------------------------ names and files that are not scenarios
+
+@pytest.mark.parametrize("spec", ["no_such_scenario", "..", "../by_hand", "a/b", "by_hand/..", "/", "",
+                                  " ", "by_hand\x00", "scenarios/../../etc/passwd", "~", "..\\x", "-"])
+def test_names_that_are_not_builtins(spec, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(tracer.ScenarioError):
+        tracer.load_scenario(spec)
+
+
+def test_a_name_never_leaves_the_scenarios_folder(tmp_path, monkeypatch):
+    # a scenario file one level above the scenarios folder must not be reachable by name
+    monkeypatch.chdir(tmp_path)
+    from tracer.scenario_files import resolve_path, scenarios_dir
+    for name in tracer.builtin_names():
+        assert resolve_path(name).resolve().parent == scenarios_dir().resolve()
+    for spec in ["../pyproject", "..", "../scenarios/by_hand", "../tracer/__init__"]:
+        with pytest.raises(tracer.ScenarioError):
+            tracer.load_scenario(spec)
+
+
+def test_a_builtin_name_wins_over_a_same_named_file_here(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "by_hand").write_text("not toml at all [[[")
+    assert tracer.load_scenario("by_hand").name == "by_hand"
+
+
+def test_unknown_name_suggests_the_close_builtin():
+    with pytest.raises(tracer.ScenarioError, match='did you mean "by_hand"'):
+        tracer.load_scenario("by_hnd")
+
+
+def test_builtin_name_with_toml_extension_is_hinted(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(tracer.ScenarioError, match="the built-in scenario is named 'by_hand', without .toml"):
+        tracer.load_scenario("by_hand.toml")
+
+
+@pytest.mark.parametrize("spec", [None, 3, 2.5, ["by_hand"], {"x": 1}, object()])
+def test_a_spec_that_is_not_a_name_or_path(spec):
+    with pytest.raises(tracer.ScenarioError, match="^scenario: expected a built-in name or a path"):
+        tracer.load_scenario(spec)
+
+
+def test_missing_file_and_directory(tmp_path):
+    with pytest.raises(tracer.ScenarioError, match=r"missing\.toml: file: does not exist"):
+        tracer.load_scenario(tmp_path / "missing.toml")
+    with pytest.raises(tracer.ScenarioError, match=r": file: is a directory; expected a \.toml scenario file$"):
+        tracer.load_scenario(tmp_path)
+    (tmp_path / "folder.toml").mkdir()
+    with pytest.raises(tracer.ScenarioError, match="is a directory"):
+        tracer.load_scenario(tmp_path / "folder.toml")
+    (tmp_path / "plain").write_text(GOOD)
+    with pytest.raises(tracer.ScenarioError, match="does not exist"):  # a file used as a folder
+        tracer.load_scenario(tmp_path / "plain" / "x.toml")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_is_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "pipe.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(tracer.ScenarioError, match="is not a regular file"):
+        tracer.load_scenario(fifo)
+
+
+def test_device_files_are_refused():
+    if not os.path.exists("/dev/zero"):
+        pytest.skip("no /dev/zero")
+    for dev in ("/dev/zero", "/dev/null"):
+        with pytest.raises(tracer.ScenarioError, match="is not a regular file"):
+            tracer.load_scenario(dev)
+
+
+def test_a_huge_file_is_refused_before_reading(tmp_path):
+    big = tmp_path / "big.toml"
+    with open(big, "wb") as f:  # sparse: takes no disk space
+        f.truncate(MAX_FILE_BYTES + 1)
+    with pytest.raises(tracer.ScenarioError, match="is larger than 64 MiB"):
+        tracer.load_scenario(big)
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root reads any file")
+def test_an_unreadable_file(tmp_path):
+    path = tmp_path / "secret.toml"
+    path.write_text(GOOD)
+    path.chmod(0)
+    with pytest.raises(tracer.ScenarioError, match="cannot be read"):
+        tracer.load_scenario(path)
+
+
+def test_a_byte_order_mark_is_fine(tmp_path):
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + GOOD.encode())
+    assert tracer.load_scenario(path).n == 2
+
+
+def test_a_file_name_with_a_newline_still_gives_one_line(tmp_path):
+    path = tmp_path / "two\nlines.toml"
+    path.write_text("x = [[1, 2], [3]]\n")
+    with pytest.raises(tracer.ScenarioError) as info:
+        tracer.load_scenario(path)
+    assert "\n" not in str(info.value) and "two\\nlines.toml" in str(info.value)
+
+
+def test_a_huge_quoted_value_is_cut_short(tmp_path):
+    path = tmp_path / "long.toml"
+    path.write_text('layout = "' + "r" * 100_000 + '"\n' + GOOD)
+    with pytest.raises(tracer.ScenarioError) as info:
+        tracer.load_scenario(path)
+    assert len(str(info.value)) < 1000
+
+
+def test_scenario_files_are_data_only(tmp_path):
+    # nothing in a scenario is ever evaluated: code-like strings are just strings (and refused as numbers)
+    flag = tmp_path / "ran"
+    path = tmp_path / "evil.toml"
+    path.write_text(f'title = "__import__(\'os\').system(\'touch {flag}\')"\n'
+                    f'x = [["__import__(\'os\').system(\'touch {flag}\')"]]\n')
+    with pytest.raises(tracer.ScenarioError, match=r"x\[0\]\[0\]: expected a number, got a string"):
+        tracer.load_scenario(path)
+    assert not flag.exists()
+
+
+# ------------------------------------------------------------ arithmetic keys and step ids
+
+@pytest.mark.parametrize("items, message", [
+    (["scale"], "--set: expected KEY=VALUE (e.g. scale=sqrt), got 'scale'"),
+    (["=3"], "--set: expected KEY=VALUE (e.g. scale=sqrt), got '=3'"),
+    (["scal=3"], '--set scal: unknown key (did you mean "scale"?); expected one of scale, softmax_base, '
+                 "normalize, stable, dtype, mask, layout"),
+    (["softmax_base=1"], "--set softmax_base: expected e or a number > 1, got '1'"),
+    (["softmax_base=0.5"], "--set softmax_base: expected e or a number > 1, got '0.5'"),
+    (["softmax_base=-3"], "--set softmax_base: expected e or a number > 1, got '-3'"),
+    (["softmax_base=inf"], "--set softmax_base: expected e or a number > 1, got 'inf'"),
+    (["softmax_base=nan"], "--set softmax_base: expected e or a number > 1, got 'nan'"),
+    (["softmax_base="], "--set softmax_base: expected e or a number > 1, got ''"),
+    (["scale=0"], "--set scale: expected sqrt, floor, none or a number > 0, got '0'"),
+    (["scale=sqr"], "--set scale: expected sqrt, floor, none or a number > 0, got 'sqr' (did you mean \"sqrt\"?)"),
+    (["dtype=float16"], "--set dtype: expected float64 or float32, got 'float16' (did you mean \"float64\"?)"),
+    (["dtype=int"], "--set dtype: expected float64 or float32, got 'int'"),
+    (["stable=maybe"], "--set stable: expected true or false, got 'maybe'"),
+    (["normalize=sigmoid"], "--set normalize: expected softmax or relu, got 'sigmoid'"),
+    (["layout=diagonal"], "--set layout: expected rows or columns, got 'diagonal'"),
+    (["mask=casual"], "--set mask: expected none, causal or a 0/1 matrix like [[1,0],[1,1]], got 'casual' "
+                      "(did you mean \"causal\"?)"),
+])
+def test_bad_set_options(items, message):
+    with pytest.raises(tracer.ScenarioError) as info:
+        parse_set(items)
+    assert str(info.value) == message
+
+
+def test_good_set_options_parse():
+    assert parse_set(["scale = sqrt", "softmax_base=2", "mask=[[1,0],[1,1]]"]) == {
+        "scale": " sqrt", "softmax_base": "2", "mask": "[[1,0],[1,1]]"}
+    assert resolve("exact", parse_set(["mask=[[1,0],[1,1]]"])).mask == [[1, 0], [1, 1]]
+
+
+@pytest.mark.parametrize("preset, overrides", [
+    ("by_hand", {}), (None, {}), (["exact"], {}), ("exact", {"scale": -1}), ("exact", {"scale": 10**400}),
+    ("exact", {"softmax_base": True}), ("exact", {"stable": 2}), ("exact", {"nope": 1}), ("exact", [("scale", 1)]),
+    ("exact", {"dtype": ["float32"]}), ("exact", {"mask": "[[1, 0"}), ("exact", {"normalize": None}),
+])
+def test_bad_arithmetic_through_resolve(preset, overrides):
+    with pytest.raises(tracer.ScenarioError):
+        resolve(preset, overrides)
+
+
+def test_a_mask_override_of_the_wrong_size_names_the_file():
+    with pytest.raises(tracer.ScenarioError, match=r"by_hand\.toml: mask: expected a 4 × 4 matrix \(key × query\), got 2 × 2"):
+        tracer.run("by_hand", mask=[[1, 0], [1, 1]])
+
+
+@pytest.mark.parametrize("step", ["h1.z", "nope", "", "h0.weights ", "H0.z", "h-1.z"])
+def test_unknown_step(step):
+    trace = tracer.run("by_hand")
+    with pytest.raises(tracer.ScenarioError, match="unknown step"):
+        trace[step]
+
+
+@pytest.mark.parametrize("row, col", [(4, 0), (0, 4), (-1, 0), (0, -5), (10**20, 0)])
+def test_explain_outside_the_matrix(row, col):
+    with pytest.raises(tracer.ScenarioError):
+        tracer.run("by_hand").explain("h0.weights", row, col)
