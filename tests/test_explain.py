@@ -1,0 +1,159 @@
+"""`trace.explain` tells each cell's arithmetic with the actual numbers, ending on the cell's value;
+`trace.sources` names cells in range that reproduce it."""
+from __future__ import annotations
+
+import math
+import warnings
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import tracer
+from tracer.scenario import scenarios_dir
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+
+@pytest.fixture(scope="module")
+def by_hand():
+    return tracer.run("by_hand")
+
+
+def test_worksheet_cells_are_told_with_their_numbers(by_hand):
+    t = by_hand  # columns layout: row = key, column = query
+    assert t.explain("h0.scores", 1, 2) == "h0.scores[k2, q3] = k2·q3 = 2×0 + 1×1 + 0×2 = 1"
+    assert "⌊4 ÷ 2⌋ = 2" in t.explain("h0.scaled", 1, 0)
+    assert "3^2 = 9" in t.explain("h0.exp", 1, 0)
+    assert "9 ÷ 46/3 = 27/46 ≈ 0.587" in t.explain("h0.weights", 1, 0)
+    assert "3 + 9 + 1/3 + 3 = 46/3" in t.explain("h0.sums", 0, 0)
+    # z's first feature for x1: 20 (v1) and 20 (v4) weighted 9/46 each, v2 and v3 add nothing
+    assert "20×9/46 + 0×27/46 + 0×1/46 + 20×9/46 = 180/23" in t.explain("h0.z", 0, 0)
+    assert "⌊−1 ÷ 2⌋ = −1" in t.explain("h0.scaled", 2, 0)
+
+
+def test_decimals_when_fractions_are_off(by_hand):
+    text = by_hand.explain("h0.weights", 1, 0, fractions=False)
+    assert "27/46" not in text and "0.587" in text
+
+
+def test_cell_out_of_range_is_bad_input(by_hand):
+    for row, col in ((4, 0), (0, 4), (-1, 0)):
+        with pytest.raises(tracer.ScenarioError):
+            by_hand.explain("h0.scores", row, col)
+    with pytest.raises(tracer.ScenarioError):
+        by_hand.explain("h0.nothing", 0, 0)
+
+
+def shown_value(text: str, fraction_tol: float = 1e-9):
+    """The number an explanation ends on (before a trailing comment): Fraction or float, and its rtol."""
+    body = text.split("   (")[0]
+    last = body.rsplit(" = ", 1)[1].split(" ≈ ")[0].replace("−", "-").replace("∞", "inf")
+    if "/" in last:
+        return Fraction(last), fraction_tol
+    return float(last), 5.001e-4  # decimals carry 4 significant digits (1 may stand for 0.9999999999999999)
+
+
+@pytest.mark.xfail(strict=True, reason="bug: float32 values snap to unrelated small fractions")
+def test_float32_values_are_not_shown_as_unrelated_fractions():
+    sc = tracer.from_arrays(x=[[0.2097, 0.61]], q=[[1.0], [1.0]], k=[[1.0], [1.0]], v=[[1.0], [1.0]])
+    trace = tracer.run(sc, dtype="float32")
+    for col in (0, 1):  # 0.2097 came out as 147/701 (4e-7 away: 28 float32 steps)
+        value, _ = shown_value(trace.explain("x", 0, col))
+        if isinstance(value, Fraction):
+            assert np.float32(float(value)) == trace["x"][0, col]
+
+
+def small_builtins() -> list[str]:
+    names = []
+    for name in tracer.builtin_names():
+        data = tomllib.loads((scenarios_dir() / f"{name}.toml").read_text(encoding="utf-8"))
+        if "random" not in data:  # generated ones are too large to explain cell by cell
+            names.append(name)
+    return names
+
+
+def generated() -> list[tuple[str, object, dict]]:
+    """Scenarios that reach every step kind and option (relu, low rank, residual, masks, float32)."""
+    rng = np.random.default_rng(1)
+    r = lambda *shape: rng.normal(size=shape).round(2)  # noqa: E731
+    hidden = np.array([[1, 0, 0], [0, 0, 0], [1, 1, 1]])  # the second query sees nothing
+    three = tracer.from_arrays(x=r(3, 4), q=list(r(3, 4, 2)), k=list(r(3, 4, 2)), v=list(r(3, 4, 2)), o=r(6, 4),
+                               mask=hidden, residual={"norm": "layer"})
+    low = tracer.from_arrays(x=r(3, 4).T, q=r(2, 4), k=r(2, 4), v_down=r(1, 4), v_up=r(3, 1),
+                             layout="columns", mask="causal")
+    return [("three heads, residual, norm", three, {}),
+            ("three heads, relu", three, dict(normalize="relu", scale="none")),
+            ("three heads, float32, raw base 2", three, dict(dtype="float32", stable=False, softmax_base=2, scale=1.5)),
+            ("low rank, columns", low, {}),
+            ("low rank, by-hand", low, dict(scale="floor", softmax_base=3, stable=False))]
+
+
+CASES = ([(f"{name}, {preset}", name, {"arithmetic": preset}) for name in small_builtins()
+          for preset in ("exact", "by-hand")] + generated())
+
+
+@pytest.mark.parametrize("label,scenario,keys", CASES, ids=[c[0] for c in CASES])
+def test_every_cell_ends_on_its_value_and_sources_reproduce_it(label, scenario, keys):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tracer.AttentionWarning)
+        trace = tracer.run(scenario, **keys)
+    kinds = set()
+    # float32 cells may be shown as fractions 1e-6 away (a bug, see the xfail test below)
+    fraction_tol = 1e-9 if trace.dtype == np.float64 else 1e-6
+    for step in trace.steps:
+        kinds.add(step.kind)
+        a = trace[step.id]
+        for r in range(a.shape[0]):
+            for c in range(a.shape[1]):
+                text = trace.explain(step.id, r, c)
+                assert text.startswith(step.id + "["), text
+                value, rtol = shown_value(text, fraction_tol)
+                if isinstance(value, float) and math.isinf(value):
+                    assert a[r, c] == value, text
+                else:
+                    assert float(value) == pytest.approx(float(a[r, c]), rel=rtol, abs=rtol if isinstance(value, Fraction) else 1e-300), text
+                check_sources(trace, step, r, c)
+    assert {"x", "q", "k", "v", "scores", "scaled", "weights", "z"} <= kinds
+
+
+def check_sources(trace, step, r: int, c: int) -> None:
+    src = trace.sources(step.id, r, c)
+    assert set(src) <= set(step.inputs), (step.id, src.keys())
+    for sid, cells in src.items():
+        shape = trace.step(sid).shape
+        assert cells and all(0 <= i < shape[0] and 0 <= j < shape[1] for i, j in cells), (step.id, sid)
+    value = float(trace[step.id][r, c])
+    pick = lambda sid: np.array([trace[sid][i, j] for i, j in src[sid]], dtype=np.float64)  # noqa: E731
+    h = f"h{step.head}."
+    if step.kind == "scores":
+        got = pick(h + "q") @ pick(h + "k")
+    elif step.kind == "z":
+        got = pick(h + "weights") @ pick(h + "v")
+    elif step.kind == "sums":
+        got = pick(h + "exp").sum()
+    elif step.kind == "concat":  # one cell of the head it came from
+        (sid,) = src
+        assert sid == f"h{c // trace.scenario.d_v if trace.layout == 'rows' else r // trace.scenario.d_v}.z"
+        got = pick(sid)[0]
+    elif (step.kind == "masked" and value > -math.inf) or (step.kind == "scaled" and trace.arithmetic.scale == "none"):
+        got = pick(step.inputs[0])[0]
+    elif step.kind == "residual":
+        got = pick("x")[0] + pick(step.inputs[1])[0]
+    else:
+        return
+    tol = 1e-12 if trace.dtype == np.float64 else 1e-5
+    assert got == pytest.approx(value, rel=tol, abs=tol), (step.id, r, c)
+
+
+def test_cases_reach_every_step_kind():
+    from tracer.steps import KINDS
+    kinds = set()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tracer.AttentionWarning)
+        for _, scenario, keys in CASES:
+            kinds |= {s.kind for s in tracer.run(scenario, **keys).steps}
+    assert kinds == set(KINDS)
