@@ -198,3 +198,14 @@ def test_negative_zero_behaves_as_zero(preset):
         assert np.array_equal(tn[step.id], tp[step.id]), step.id  # −0.0 == 0.0, cell by cell
     assert np.array_equal(tn["h0.weights"], tp["h0.weights"])
     assert "−0" not in tn.explain("h0.scores", 0, 0) and fmt(-0.0) == "0"
+
+
+@pytest.mark.xfail(strict=True, reason="Trace._overflow reads the swapped cell of the transposed array: IndexError "
+                                       "(bug B6 reported to the lead)")
+def test_overflow_in_the_columns_layout_is_a_scenario_error():
+    # columns layout, 3 tokens, a 1 × 2 value map: v for the third token is 2.3e292 · 7.8e15 = inf
+    x = [[0.0, 0.0, 7.77e15], [0.0, 0.0, 0.0]]
+    sc = fa(x, [[0.0, 0.0]], [[0.0, 0.0]], [[2.3e292, 0.0]], layout="columns")
+    with pytest.raises(tracer.ScenarioError) as info:
+        tracer.run(sc)
+    assert info.value.field == "h0.v" and "[0, 2]" in str(info.value)  # d_v row 0, token column 2
