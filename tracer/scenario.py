@@ -188,8 +188,12 @@ def build(data: dict, default_name: str = "scenario", source: str | None = None)
 
     n = x.shape[0]
     tokens = labels(data.get("tokens", [f"t{i + 1}" for i in range(n)]), n)
+    name = text(data, "name", default_name)
+    if not name.strip(" .") or any(c in name for c in "/\\"):
+        raise ScenarioError("name", f"expected a name without / or \\ (it names exported files), "
+                            f"got {kind(name)}")
     scenario = Scenario(
-        name=text(data, "name", default_name), layout=layout, tokens=tokens, x=x,
+        name=name, layout=layout, tokens=tokens, x=x,
         w_q=w_q, w_k=w_k, w_v=w_v, w_v_down=w_v_down, w_v_up=w_v_up, w_o=w_o,
         mask=read_mask(data.get("mask", "none"), n, layout),
         title=text(data, "title", ""), description=text(data, "description", "", single_line=False),
