@@ -236,3 +236,50 @@ def test_unknown_step(step):
 def test_explain_outside_the_matrix(row, col):
     with pytest.raises(tracer.ScenarioError):
         tracer.run("by_hand").explain("h0.weights", row, col)
+
+
+# ------------------------------------------------------------ your own arrays
+
+W = np.ones((3, 2))
+ARRAYS = {  # keyword arguments of from_arrays → the message it must give
+    "x 3-D": (dict(x=np.ones((2, 3, 1))), "x: expected a non-empty 2-D array, got shape (2, 3, 1)"),
+    "x 1-D": (dict(x=np.ones(3)), "x: expected a non-empty 2-D array, got shape (3,)"),
+    "x 0-D": (dict(x=np.float64(1)), "x: expected a matrix (a non-empty list of rows of numbers), got a number (1.0)"),
+    "x empty": (dict(x=np.ones((0, 3))), "x: expected a non-empty 2-D array, got shape (0, 3)"),
+    "x bool": (dict(x=np.ones((2, 3), dtype=bool)), "x: expected an array of numbers (int or float), got dtype bool"),
+    "x object": (dict(x=np.array([[1, "a", 2]], dtype=object)), "x: expected an array of numbers (int or float), got dtype object"),
+    "x complex": (dict(x=np.ones((2, 3), dtype=complex)), "x: expected an array of numbers (int or float), got dtype complex128"),
+    "x strings": (dict(x=np.array([["1", "2", "3"]])), "x: expected an array of numbers (int or float), got dtype <U1"),
+    "x NaN": (dict(x=np.array([[1.0, 2.0, np.nan]])), "x[0][2]: expected a finite number within float64's range, got nan"),
+    "x float16 inf": (dict(x=np.array([[1, 2, np.inf]], dtype=np.float16)), "x[0][2]: expected a finite number within float64's range, got inf"),
+    "x None": (dict(x=None), "x: expected a matrix (a non-empty list of rows of numbers), got a NoneType"),
+    "q 3-D empty": (dict(q=np.ones((0, 3, 2))), "weights.q: expected at least one matrix (one per head), got none"),
+    "q 3-D NaN": (dict(q=np.full((2, 3, 2), np.nan)), "weights.q[0][0][0]: expected a finite number, got nan"),
+    "q zero width": (dict(q=np.ones((1, 3, 0))), "weights.q[0]: expected a non-empty 2-D array, got shape (3, 0)"),
+    "q 4-D": (dict(q=np.ones((1, 1, 3, 2))), "weights.q: expected a non-empty 2-D array, got shape (1, 1, 3, 2)"),
+    "k heads": (dict(q=np.ones((2, 3, 2)), k=W), "weights.k: expected 2 matrices (one per head, as weights.q), got 1"),
+    "v rows": (dict(v=np.ones((4, 2))), "weights.v: expected a 3 × d_v matrix (d_model × d_v, d_model = 3 from x), got 4 × 2"),
+    "mask shape": (dict(mask=np.ones((3, 3), dtype=bool)), "mask: expected a 2 × 2 matrix (query × key), got 3 × 3"),
+    "mask word": (dict(mask="upper"), "mask: expected \"none\", \"causal\" or a matrix of 0/1, 2 × 2, got a string ('upper')"),
+    "tokens": (dict(tokens=["a"]), "tokens: expected 2 labels (one per token of x), got 1"),
+    "tokens string": (dict(tokens="ab"), "tokens: expected a list of 2 strings, got a string ('ab')"),
+    "layout": (dict(layout=None), "layout: expected \"rows\" or \"columns\", got a NoneType"),
+    "name": (dict(name=None), "name: expected a string, got a NoneType"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ARRAYS))
+def test_bad_arrays(case):
+    given, message = ARRAYS[case]
+    args = {"x": np.ones((2, 3)), "q": W, "k": W, "v": W, **given}
+    with pytest.raises(tracer.ScenarioError) as info:
+        tracer.from_arrays(**args)
+    assert str(info.value) == message
+
+
+def test_good_arrays_of_any_real_dtype_and_sequence():
+    for dtype in (np.int8, np.uint16, np.int64, np.float16, np.float32, np.float64):
+        x = np.arange(6, dtype=dtype).reshape(2, 3)
+        assert tracer.from_arrays(x, W.astype(dtype), W, W).x.tolist() == [[0, 1, 2], [3, 4, 5]]
+    rows = [np.array([1.0, 2.0, 3.0]), (4, 5, np.int64(6))]  # rows as arrays or tuples, NumPy scalars
+    assert tracer.from_arrays(rows, W, W, W, mask=np.eye(2, dtype=bool)).x.tolist() == [[1, 2, 3], [4, 5, 6]]

@@ -15,6 +15,8 @@ FLOAT64_MAX = float(np.finfo(np.float64).max)
 
 def kind(value) -> str:
     """What a value is, in a few words, for "got ..." (never its whole text)."""
+    if isinstance(value, np.generic) and value.ndim == 0:
+        value = value.item()  # 1.0, not np.float64(1.0)
     if isinstance(value, (bool, np.bool_)):
         return f"a boolean ({str(bool(value)).lower()})"
     if isinstance(value, str):

@@ -6,7 +6,6 @@ kernels use, whatever the file's layout.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -14,9 +13,11 @@ import numpy as np
 from . import random_scenario as rnd
 from .checks import Shapes, choice, kind, labels, matrix, per_head, suggest, text, unknown
 from .errors import ScenarioError
-from .scenario_files import (BUILTIN_NAME, MAX_FILE_BYTES, builtin_names, list_builtins,  # noqa: F401
+from .scenario_files import (BUILTIN_NAME, MAX_FILE_BYTES, builtin_names, list_builtins,
                              read_toml, resolve_path, scenarios_dir)
 
+__all__ = ["BUILTIN_NAME", "MAX_FILE_BYTES", "Scenario", "build", "builtin_names", "from_arrays", "list_builtins",
+           "load_scenario", "read_mask", "read_toml", "resolve_path", "scenarios_dir"]
 TOP_KEYS = ("name", "title", "description", "layout", "tokens", "arithmetic", "mask", "x",
             "weights", "residual", "random", "defaults")
 WEIGHT_KEYS = ("q", "k", "v", "v_down", "v_up", "o")
