@@ -95,7 +95,7 @@ def test_every_arithmetic_combination(layout, mask, dtype):
 
 
 @pytest.mark.parametrize("layout", ["rows", "columns"])
-@pytest.mark.parametrize("heads,with_o", [(1, False), (1, True), (3, False), (3, True)])
+@pytest.mark.parametrize("heads,with_o", [(1, False), (1, True), (3, False), (3, True), (8, True)])
 def test_heads_and_output_projection(layout, heads, with_o):
     trace, ref = run_both(fixed_case(layout, heads, with_o))
     reference.assert_matches(trace, ref)
