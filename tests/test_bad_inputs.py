@@ -142,6 +142,30 @@ def test_an_unreadable_file(tmp_path):
         tracer.load_scenario(path)
 
 
+def test_a_symlink_loop_and_a_link_to_a_device(tmp_path):
+    (tmp_path / "a.toml").symlink_to(tmp_path / "b.toml")
+    (tmp_path / "b.toml").symlink_to(tmp_path / "a.toml")
+    with pytest.raises(tracer.ScenarioError, match=r"a\.toml: file: cannot be read \("):
+        tracer.load_scenario(tmp_path / "a.toml")
+    if os.path.exists("/dev/zero"):
+        (tmp_path / "zero.toml").symlink_to("/dev/zero")
+        with pytest.raises(tracer.ScenarioError, match="is not a regular file"):
+            tracer.load_scenario(tmp_path / "zero.toml")
+
+
+def test_random_sizes_beyond_memory_are_refused_before_drawing(monkeypatch):
+    from tracer import random_scenario as rnd
+    monkeypatch.setattr(rnd, "physical_memory", lambda: 2**30)  # a 1 GiB machine
+    monkeypatch.setattr(rnd.np.random, "default_rng", lambda *a: pytest.fail("drew numbers before refusing"))
+    spec = {"tokens": 4096, "d_model": 1024, "heads": 8, "d_k": 64}
+    with pytest.raises(tracer.ScenarioError) as info:
+        tracer.scenario.build({"random": spec})
+    gib = float(str(info.value).split("needs about ")[1].split(" GiB")[0])
+    one_head = 5 * 4096 * 4096 * 8 / 2**30  # scores, scaled, exp, weights... of one head, float64
+    assert info.value.field == "random" and one_head <= gib <= 8 * one_head
+    assert "(1.0 GiB of RAM)" in str(info.value)
+
+
 def test_a_byte_order_mark_is_fine(tmp_path):
     path = tmp_path / "bom.toml"
     path.write_bytes(b"\xef\xbb\xbf" + GOOD.encode())
