@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .numbers import fmt, fmt_approx
+from .numbers import fmt, fmt_approx, tolerance
 
 MAX_TERMS = 8  # a dot product of 768 terms is summarised after this many
 
@@ -53,7 +53,7 @@ def explain(trace, step_id: str, row: int, col: int, fractions: bool = True) -> 
     i, j = (col, row) if trace.columns else (row, col)
     a = trace.rows(step_id)
     value = a[i, j]
-    tol = 1e-9 if trace.dtype.itemsize == 8 else 1e-6
+    tol = tolerance(trace.dtype)
     f = lambda v: fmt(v, fractions, tol=tol)          # noqa: E731
     fa = lambda v: fmt_approx(v, fractions, tol=tol)  # noqa: E731
     h, p = step.head, f"h{step.head}."

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import ScenarioError
-from .numbers import fmt
+from .numbers import fmt, tolerance
 
 SCHEMA = "attnsim.trace/1"
 FORMATS = ("json", "npz", "csv", "md")
@@ -204,7 +204,7 @@ def _write_md(trace, steps, tmp: Path, blank: bool) -> None:
         rows = axis_labels(trace, step.axes[0], a.shape[0])
         cols = axis_labels(trace, step.axes[1], a.shape[1])
         empty = blank and step.id != "x"
-        cells = [["" if empty else fmt(v, fractions) for v in row] for row in a]
+        cells = [["" if empty else fmt(v, fractions, tol=tolerance(a.dtype)) for v in row] for row in a]
         out += [f"## `{step.id}` — {step.title}", "", f"`{step.formula}`  ({step.axes[0]} × {step.axes[1]})", "",
                 _md_table(f"{step.axes[0]} \\ {step.axes[1]}", rows, cols, cells), ""]
     tmp.write_text("\n".join(out), encoding="utf-8")

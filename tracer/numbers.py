@@ -5,18 +5,28 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+import numpy as np
+
 MAX_DENOMINATOR = 1000
 
 
-def as_fraction(value: float, tol: float = 1e-9) -> Fraction | None:
-    """The small-denominator fraction equal to value (within tol, relative), if there is one."""
+def tolerance(dtype) -> float:
+    """How close (relative) a value must be to a fraction to be that fraction: a few ulps of the
+    dtype, so that arithmetic rounding is forgiven but an arbitrary decimal is not snapped."""
+    return 1e-15 if np.dtype(dtype).itemsize >= 8 else 2.5e-7
+
+
+def as_fraction(value: float, tol: float = 1e-15) -> Fraction | None:
+    """The small-denominator fraction equal to value (within tol, relative), if there is one.
+    Coarse tolerances (float32) only accept denominators up to 100: fractions up to 1000 lie
+    about 1e-6 apart, so nearly any float32 value would match one."""
     if not math.isfinite(value):
         return None
-    f = Fraction(value).limit_denominator(MAX_DENOMINATOR)
+    f = Fraction(value).limit_denominator(MAX_DENOMINATOR if tol <= 1e-12 else 100)
     return f if abs(float(f) - value) <= tol * max(1.0, abs(value)) else None
 
 
-def fmt(value: float, fractions: bool = True, digits: int = 4, tol: float = 1e-9) -> str:
+def fmt(value: float, fractions: bool = True, digits: int = 4, tol: float = 1e-15) -> str:
     """A short text for value: `3`, `−1`, `1/3`, `0.5`, `0.2119`, `−∞`."""
     value = float(value)
     if math.isnan(value):
@@ -35,7 +45,7 @@ def fmt(value: float, fractions: bool = True, digits: int = 4, tol: float = 1e-9
     return text.replace("-", "−")
 
 
-def fmt_approx(value: float, fractions: bool = True, tol: float = 1e-9) -> str:
+def fmt_approx(value: float, fractions: bool = True, tol: float = 1e-15) -> str:
     """Like fmt, with the decimal beside a fraction: `27/46 ≈ 0.587`."""
     text = fmt(value, fractions, tol=tol)
     if "/" in text:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracer.export import axis_labels
-from tracer.numbers import fmt
+from tracer.numbers import fmt, tolerance
 
 MAX_SHOWN = 12  # rows/columns printed before eliding the middle, unless --full
 
@@ -23,7 +23,7 @@ def step_table(trace, step, fractions: bool = True, full: bool = False) -> str:
     rows, cols = _pick(a.shape[0], full), _pick(a.shape[1], full)
     row_names = axis_labels(trace, step.axes[0], a.shape[0])
     col_names = axis_labels(trace, step.axes[1], a.shape[1])
-    tol = 1e-9 if a.dtype == np.float64 else 1e-6
+    tol = tolerance(a.dtype)
     corner = f"{step.axes[0]}\\{step.axes[1]}"
     grid = [[corner] + [col_names[c] if c is not None else "…" for c in cols]]
     for r in rows:
