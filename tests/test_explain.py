@@ -57,7 +57,6 @@ def shown_value(text: str, fraction_tol: float = 1e-9):
     return float(last), 5.001e-4  # decimals carry 4 significant digits (1 may stand for 0.9999999999999999)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: float32 values snap to unrelated small fractions")
 def test_float32_values_are_not_shown_as_unrelated_fractions():
     sc = tracer.from_arrays(x=[[0.2097, 0.61]], q=[[1.0], [1.0]], k=[[1.0], [1.0]], v=[[1.0], [1.0]])
     trace = tracer.run(sc, dtype="float32")
