@@ -62,7 +62,6 @@ def test_killed_export_leaves_the_old_file_untouched(killed_export):
     assert seen in left or not left
 
 
-@pytest.mark.xfail(strict=True, reason="a killed export's temp file is never removed (bug B5 reported to the lead)")
 def test_the_next_export_cleans_up_after_a_killed_one(killed_export):
     folder, target, _ = killed_export
     write_export(tracer.run("by_hand"), target)
@@ -97,8 +96,6 @@ def test_a_failing_export_leaves_the_old_file_and_no_temp(old_file, monkeypatch,
     assert [p.name for p in old_file.parent.iterdir()] == ["t.npz"]
 
 
-@pytest.mark.xfail(strict=True, reason="an OSError while writing escapes as itself, not a ScenarioError "
-                                       "(bug B4 reported to the lead)")
 def test_disk_full_is_a_scenario_error(old_file, monkeypatch):
     monkeypatch.setattr(export, "_write_npz", failing_writer(OSError(errno.ENOSPC, "No space left on device")))
     try:
@@ -149,7 +146,6 @@ def test_a_read_only_folder_is_refused(tmp_path):
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
-@pytest.mark.xfail(strict=True, reason="os.replace swaps a FIFO (or a device) for a regular file (bug B3)")
 def test_export_refuses_a_fifo_target(tmp_path):
     fifo = tmp_path / "t.json"
     os.mkfifo(fifo)

@@ -6,6 +6,7 @@ complete, so a failed or interrupted export never leaves a partial file or alter
 from __future__ import annotations
 
 import contextlib
+import glob
 import io
 import json
 import math
@@ -81,15 +82,22 @@ def _json_matrix(a: np.ndarray) -> list:
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike):
-    """Yields a temporary path beside `path`; renames it over `path` only if the block succeeds."""
+    """Yields a temporary path beside `path`; renames it over `path` only if the block succeeds.
+
+    The temporary name carries the writer's pid, so that the leftovers of a killed export are
+    recognised and removed by the next export to the same target, never a live one's."""
     target = Path(path)
     if target.is_dir():
         raise ScenarioError("-o", f"{target} is a directory; expected a file path")
+    if target.exists() and not target.is_file():
+        raise ScenarioError("-o", f"{target} is not a regular file (a device or pipe); expected a file path")
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
-        raise ScenarioError("-o", f"the folder {folder} does not exist; expected an existing folder")
+        state = "is not a folder" if folder.exists() else "does not exist"
+        raise ScenarioError("-o", f"the folder {folder} {state}; expected an existing folder")
+    _remove_stale(folder, target.name)
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".partial")
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.{os.getpid()}.", suffix=".partial")
     except OSError as err:
         raise ScenarioError("-o", f"cannot write in {folder} ({err.strerror}); expected a writable folder") from None
     os.close(fd)
@@ -102,10 +110,28 @@ def atomic_path(path: str | os.PathLike):
         else:
             os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(err, OSError):
+            raise ScenarioError("-o", f"cannot write {target} ({err.strerror or err}); "
+                                "expected a writable path with free space") from None
         raise
+
+
+def _remove_stale(folder: Path, name: str) -> None:
+    """Deletes temporary files of earlier exports to `name` whose process no longer runs."""
+    for leftover in folder.glob(f".{glob.escape(name)}.*.partial"):
+        pid = leftover.name[len(name) + 2:].split(".", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+        except OSError:
+            pass  # alive, or not ours to ask about
 
 
 def _umask() -> int:
