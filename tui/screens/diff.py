@@ -1,0 +1,199 @@
+"""`d`: the current step under two arithmetics side by side (A: the one in force, B: another),
+their per-cell difference A − B, and the queries whose most-attended key is not the same."""
+from __future__ import annotations
+
+import numpy as np
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from ..widgets.matrix import MatrixView
+from ..widgets.status import StatusBar
+from .session import Session, axis_labels, cell_name, head_steps
+
+SHOWN_FLAGS = 6  # changed queries listed by name; the rest are counted
+
+
+def top_keys(w: np.ndarray) -> list[int]:
+    """The most-attended keys of one query's weights (several when tied)."""
+    best = w.max()
+    return [int(k) for k in np.flatnonzero(w >= best - 1e-12 * max(1.0, abs(best)))]
+
+
+def top_keys_changed(wa: np.ndarray, wb: np.ndarray) -> list[tuple[int, list[int], list[int]]]:
+    """(query, A's top keys, B's top keys) for each query whose most-attended keys differ
+    between the two weight matrices (rows orientation: query × key)."""
+    out = []
+    for i in range(wa.shape[0]):
+        ta, tb = top_keys(wa[i]), top_keys(wb[i])
+        if ta != tb:
+            out.append((i, ta, tb))
+    return out
+
+
+def difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """A − B, with 0 where both are the same (two −∞ included)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(a == b, 0.0, a.astype(np.float64) - b)
+
+
+class DiffScreen(Screen[tuple | None]):
+    BINDINGS = [
+        Binding("escape,d", "close", "back"),
+        Binding("n", "step(1)", "next step"),
+        Binding("p", "step(-1)", "prev step"),
+        Binding("left_square_bracket", "head(-1)", "prev head", key_display="["),
+        Binding("right_square_bracket", "head(1)", "next head", key_display="]"),
+        Binding("b", "other", "change B"),
+        Binding("f", "fractions", "fractions/decimals"),
+    ]
+
+    def __init__(self, session: Session, trace, step_id: str, cell, fractions: bool) -> None:
+        super().__init__()
+        self.session, self.a, self.b = session, trace, None
+        self.step_id, self.cell, self.fractions = step_id, cell, fractions
+        self.head = trace.step(step_id).head or 0
+        self.choices = [session.swapped()] + ([session.under(session.preset)] if session.overrides else [])
+        self.choice = 0
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        with Horizontal(id="sides"):
+            yield MatrixView(cursor=True, id="side-a")
+            yield MatrixView(id="side-b")
+            yield MatrixView(id="delta")
+        with VerticalScroll(id="diff-info"):
+            yield Static(id="flags")
+            yield Static(id="cells")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#side-a").focus()
+        self.run_b()
+
+    def run_b(self) -> None:
+        self.query_one(StatusBar).say(f"tracing B: {self.choices[self.choice].label()}…", "busy")
+        self._run(self.choices[self.choice])
+
+    @work(thread=True, exclusive=True)
+    def _run(self, session: Session) -> None:
+        try:
+            b = session.run() if session is not None else self.b
+            for trace in (self.a, b):  # fetch what is shown (lazy traces compute heads on demand)
+                trace[self.step_id] if self.step_id in trace else None
+        except Exception as err:  # noqa: BLE001
+            self.app.call_from_thread(self.query_one(StatusBar).say, str(err).splitlines()[0], "error")
+            return
+        self.app.call_from_thread(self._ready, b)
+
+    def _ready(self, b) -> None:
+        self.b = b
+        self.query_one(StatusBar).say("")
+        self.show()
+
+    # ------------------------------------------------------------ drawing
+    def show(self) -> None:
+        a, b = self.a, self.b
+        step = a.step(self.step_id)
+        self.cell = (min(self.cell[0], step.shape[0] - 1), min(self.cell[1], step.shape[1] - 1))
+        label_a, label_b = self.session.label(), self.choices[self.choice].label()
+        self.query_one(StatusBar).set_where(a.scenario.name, step.id, "diff", f"A {label_a}",
+                                            f"B {label_b}")
+        changed = self._flags(step)
+        flagged = {i for i, _, _ in changed}
+        rows, cols = (axis_labels(a, axis, n) for axis, n in zip(step.axes, step.shape))
+        rows, cols = _mark(rows, step.axes[0], flagged), _mark(cols, step.axes[1], flagged)
+        common = dict(fractions=self.fractions, tol=1e-9 if a.dtype.itemsize == 8 else 1e-6)
+        self.query_one("#side-a", MatrixView).show(a[step.id], rows, cols, title=f"A  {label_a}",
+                                                   cursor=self.cell, **common)
+        if step.id in b:
+            self.query_one("#side-b", MatrixView).show(b[step.id], rows, cols, title=f"B  {label_b}",
+                                                       lit=[self.cell], **common)
+            self.query_one("#delta", MatrixView).show(difference(a[step.id], b[step.id]), rows, cols,
+                                                      title="A − B", lit=[self.cell], **common)
+        else:
+            for view in ("#side-b", "#delta"):
+                self.query_one(view, MatrixView).show(np.zeros((0, 0)), [], [], title=f"{step.id}: not in B")
+        self._cells()
+
+    def _flags(self, step) -> list:
+        text = Text()
+        wid = f"h{step.head if step.head is not None else self.head}.weights"
+        changed = top_keys_changed(self.a.rows(wid), self.b.rows(wid))
+        tokens = self.a.scenario.tokens
+        if not changed:
+            text.append(f"{wid}: every query's most-attended key is the same under A and B", style="green")
+        else:
+            text.append(f"⚑ {len(changed)} of {len(tokens)} queries change their most-attended key ({wid}):",
+                        style="bold yellow")
+            for i, ka, kb in changed[:SHOWN_FLAGS]:
+                text.append(f"\n  query {tokens[i]}: {_keys(tokens, ka)} under A, {_keys(tokens, kb)} under B")
+            if len(changed) > SHOWN_FLAGS:
+                text.append(f"\n  … and {len(changed) - SHOWN_FLAGS} more")
+        self.query_one("#flags", Static).update(text)
+        return changed
+
+    def _cells(self) -> None:
+        a, b, (r, c) = self.a, self.b, self.cell
+        step = a.step(self.step_id)
+        text = Text()
+        text.append("cell ", style="dim").append(cell_name(a, step, r, c), style="bold")
+        text.append("\nA: " + a.explain(step.id, r, c, fractions=self.fractions), style="green")
+        if step.id in b:
+            text.append("\nB: " + b.explain(step.id, r, c, fractions=self.fractions), style="cyan")
+        self.query_one("#cells", Static).update(text)
+
+    def on_matrix_view_cursor_moved(self, message: MatrixView.CursorMoved) -> None:
+        if self.b is None:
+            return
+        self.cell = (message.row, message.col)
+        for view in ("#side-b", "#delta"):
+            self.query_one(view, MatrixView).set_lit([self.cell])
+            self.query_one(view, MatrixView).reveal(*self.cell)
+        self._cells()
+
+    # ------------------------------------------------------------ actions
+    def action_step(self, delta: int) -> None:
+        ids = [s.id for s in head_steps(self.a, self.head)]
+        index = ids.index(self.step_id) + delta
+        if self.b is not None and 0 <= index < len(ids):
+            self.step_id = ids[index]
+            self.show()
+
+    def action_head(self, delta: int) -> None:
+        step = self.a.step(self.step_id)
+        if self.b is not None and 0 <= self.head + delta < self.a.heads:
+            self.head += delta
+            self.step_id = step.id if step.head is None else f"h{self.head}.{step.kind}"
+            self._run(None) if self.a.lazy or self.b.lazy else self.show()
+
+    def action_other(self) -> None:
+        if len(self.choices) == 1:
+            self.notify("B is the other preset; with settings changed, B can also be the preset without them")
+            return
+        self.choice = (self.choice + 1) % len(self.choices)
+        self.run_b()
+
+    def action_fractions(self) -> None:
+        self.fractions = not self.fractions
+        if self.b is not None:
+            self.show()
+
+    def action_close(self) -> None:
+        self.dismiss((self.step_id, self.cell))
+
+
+def _keys(tokens: list[str], keys: list[int]) -> str:
+    names = ", ".join(tokens[k] for k in keys)
+    return f"key {names}" if len(keys) == 1 else f"keys {names} (tied)"
+
+
+def _mark(labels: list[str], axis: str, flagged: set[int]) -> list[str]:
+    """Queries whose top key changed get a ⚑ on their label."""
+    if axis != "query":
+        return labels
+    return [f"⚑{name}" if i in flagged else name for i, name in enumerate(labels)]

@@ -1,0 +1,311 @@
+"""The main screen: the pipeline, the current step's matrix beside the matrices it came from, and
+what the cursor's cell means; every change of scenario or arithmetic re-runs the tracer here."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer
+from textual.worker import get_current_worker
+
+import tracer
+
+from ..widgets.cell_info import CellInfo
+from ..widgets.matrix import MatrixView
+from ..widgets.status import StatusBar
+from ..widgets.step_info import StepInfo
+from ..widgets.steps import StepList
+from .commands import StepCommands
+from .session import Session, axis_labels, carry_cell, cell_name, head_steps, input_panels, nearest_step, summary
+
+INLINE_CELLS = 1 << 16   # re-runs this small happen at once; larger ones in a worker
+PANELS = 3               # at most this many source matrices beside the current one
+_warm = False            # kernels compiled (or loaded from numba's cache) in this process
+
+
+@dataclass
+class Loaded(Message):
+    session: Session
+    trace: tracer.Trace
+
+
+@dataclass
+class Failed(Message):
+    error: str
+    fallback: bool
+
+
+class MainScreen(Screen):
+    COMMANDS = {StepCommands}
+    BINDINGS = [
+        Binding("question_mark", "help", "help", key_display="?", tooltip="help: every key and what it does"),
+        Binding("n", "step(1)", "next", tooltip="next step"),
+        Binding("p", "step(-1)", "prev", tooltip="previous step"),
+        Binding("a", "swap", "arithmetic", tooltip="swap the arithmetic preset (exact ↔ by-hand), same step and cell"),
+        Binding("left_square_bracket", "head(-1)", "head", key_display="[", tooltip="previous head"),
+        Binding("right_square_bracket", "head(1)", "head", key_display="]", tooltip="next head"),
+        Binding("d", "diff", "diff", tooltip="diff view: this step under two arithmetics, side by side"),
+        Binding("f", "fractions", "fractions", tooltip="numbers as exact fractions where they exist, or fixed decimals"),
+        Binding("s", "settings", "settings", tooltip="each arithmetic key on its own: scale, base, normalize, "
+                "stable, dtype, mask, layout"),
+        Binding("t", "layout", "layout", tooltip="view the scenario in rows or columns layout"),
+        Binding("o", "open", "open", tooltip="open a scenario: a built-in or a .toml file"),
+        Binding("e", "export", "export", tooltip="export the trace: json, npz, csv or an md worksheet"),
+    ]
+
+    def __init__(self, spec=None, preset: str | None = None, overrides: dict | None = None) -> None:
+        super().__init__()
+        self.spec, self.preset, self.overrides = spec or "by_hand", preset, overrides or {}
+        self.session: Session | None = None
+        self.trace: tracer.Trace | None = None
+        self.step_id, self.head, self.cell = "x", 0, (0, 0)
+        self.fractions = True
+        self._note = ""  # an error to keep on screen once the fallback scenario is open
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        with Horizontal(id="body"):
+            yield StepList(id="steps")
+            with Vertical(id="work"):
+                with Horizontal(id="matrices"):
+                    with Vertical(id="inputs"):
+                        for n in range(PANELS):
+                            yield MatrixView(id=f"in{n}", classes="source")
+                    yield MatrixView(cursor=True, id="current")
+                with VerticalScroll(id="info"):
+                    yield CellInfo(id="cell")
+                    yield StepInfo(id="about")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        for n in range(PANELS):
+            self.query_one(f"#in{n}").display = False
+        self.query_one("#current").focus()
+        spec, preset, overrides = self.spec, self.preset, self.overrides
+        self.load(lambda: Session.open(spec, preset, overrides), fallback=True)
+
+    # ------------------------------------------------------------ running the tracer
+    def load(self, make, fallback: bool = False, inline: bool = False) -> None:
+        """Runs `make()` → Session, then the trace: at once when small and compiled, else in a worker."""
+        if inline and _warm:
+            try:
+                session = make()
+                self._apply(session, session.run())
+            except Exception as err:  # noqa: BLE001  bad input must never end the app
+                self._fail(_one_line(err), fallback)
+            return
+        busy = "compiling kernels… (first run only; cached afterwards)" if not _warm else "tracing…"
+        self.query_one(StatusBar).say(busy, "busy")
+        self.query_one("#work").loading = self.trace is None
+        self._work(make, fallback)
+
+    @work(thread=True, exclusive=True, group="trace")
+    def _work(self, make, fallback: bool) -> None:
+        global _warm
+        try:
+            session = make()
+            trace = session.run()
+            if trace.lazy:  # fetch the head on view now, off the screen's thread
+                trace[nearest_step(trace, self.step_id, self._kind(), self.head)]
+            _warm = True
+            message = Loaded(session, trace)
+        except Exception as err:  # noqa: BLE001
+            message = Failed(_one_line(err), fallback)
+        if not get_current_worker().is_cancelled:
+            self.post_message(message)
+
+    def on_loaded(self, message: Loaded) -> None:
+        self._apply(message.session, message.trace)
+
+    def on_failed(self, message: Failed) -> None:
+        self._fail(message.error, message.fallback)
+
+    def _fail(self, error: str, fallback: bool) -> None:
+        self.query_one("#work").loading = False
+        self.notify(error, title="could not open", severity="error", timeout=8)
+        if self.trace is None and fallback:  # nothing open yet: fall back to the classroom example
+            self._note = f"{error} (opened by_hand instead)"
+            self.load(lambda: Session.open("by_hand"))
+        else:
+            self.query_one(StatusBar).say(error, "error")
+
+    def _kind(self) -> str:
+        return self.trace.step(self.step_id).kind if self.trace and self.step_id in self.trace else "x"
+
+    def _apply(self, session: Session, trace: tracer.Trace) -> None:
+        """Shows a new trace: the same step (or the nearest) and the same cell when only the
+        arithmetic changed; the first step of a newly opened scenario."""
+        old = self.trace
+        if old is not None and old.scenario is session.scenario:
+            step_id = nearest_step(trace, self.step_id, self._kind(), self.head)
+            cell = carry_cell(self.cell, trace.step(step_id).shape, old.layout != trace.layout)
+        else:
+            step_id, cell, self.head = "x", (0, 0), 0
+        self.session, self.trace = session, trace
+        self.query_one("#work").loading = False
+        self.query_one(StatusBar).say(self._note, "error")
+        self._note = ""
+        self.show_step(step_id, cell)
+
+    # ------------------------------------------------------------ drawing
+    def show_step(self, step_id: str, cell: tuple[int, int] | None = None) -> None:
+        trace = self.trace
+        step = trace.step(step_id)
+        self.head = step.head if step.head is not None else self.head
+        self.step_id = step_id
+        self.cell = carry_cell(cell or self.cell, step.shape, False)
+        current = self.query_one("#current", MatrixView)
+        current.show(trace[step_id], axis_labels(trace, step.axes[0], step.shape[0]),
+                     axis_labels(trace, step.axes[1], step.shape[1]),
+                     title=f"{step_id}  {step.axes[0]} × {step.axes[1]}", fractions=self.fractions,
+                     tol=self._tol(), cursor=self.cell)
+        self.query_one(StepList).show(head_steps(trace, self.head), step_id, self.head, trace.heads)
+        arithmetic = trace.arithmetic
+        heads = f"head {self.head} of 0–{trace.heads - 1}" if trace.heads > 1 else ""
+        self.query_one(StatusBar).set_where(trace.scenario.name, step_id, heads, self.session.label(),
+                                            summary(arithmetic, trace.scenario.d_k))
+        self.query_one(StepInfo).show(step, f"{step.axes[0]} × {step.axes[1]}", trace.warnings,
+                                      trace.scenario if step.id == "x" else None)
+        self.show_cell()
+
+    def _tol(self) -> float:
+        return 1e-9 if self.trace.dtype.itemsize == 8 else 1e-6
+
+    def show_cell(self) -> None:
+        trace, step = self.trace, self.trace.step(self.step_id)
+        panels = input_panels(trace, step, *self.cell)[:PANELS]
+        for n in range(PANELS):
+            view = self.query_one(f"#in{n}", MatrixView)
+            view.display = n < len(panels)
+            if n >= len(panels):
+                continue
+            panel = panels[n]
+            view.styles.max_height = f"{100 // len(panels)}%"  # tall inputs share the column
+            if view.array is panel.array and view.border_title == panel.title:
+                view.set_lit(panel.cells)
+                view.reveal(*min(panel.cells, default=(0, 0)))
+            else:
+                view.show(panel.array, axis_labels(trace, panel.axes[0], panel.array.shape[0]),
+                          axis_labels(trace, panel.axes[1], panel.array.shape[1]), title=panel.title,
+                          fractions=self.fractions, tol=self._tol(), lit=panel.cells)
+        story = trace.explain(self.step_id, *self.cell, fractions=self.fractions)
+        self.query_one(CellInfo).show(cell_name(trace, step, *self.cell), story,
+                                      [p.title.split(" · ")[0] for p in panels])
+
+    def on_matrix_view_cursor_moved(self, message: MatrixView.CursorMoved) -> None:
+        if message.view.id == "current" and self.trace is not None:
+            self.cell = (message.row, message.col)
+            self.show_cell()
+
+    def on_step_list_chosen(self, message: StepList.Chosen) -> None:
+        self.go(message.step_id)
+
+    # ------------------------------------------------------------ actions
+    def go(self, step_id: str) -> None:
+        if self.trace is None or step_id not in self.trace:
+            return
+        if self.trace.lazy:  # the head may need computing: off the screen's thread
+            self.query_one(StatusBar).say(f"computing {step_id}…", "busy")
+            self._fetch(self.trace, step_id)
+            return
+        self.show_step(step_id)
+
+    @work(thread=True, exclusive=True, group="fetch")
+    def _fetch(self, trace, step_id: str) -> None:
+        try:
+            trace[step_id]
+        except Exception as err:  # noqa: BLE001
+            self.post_message(Failed(_one_line(err), False))
+            return
+        if not get_current_worker().is_cancelled and trace is self.trace:
+            self.app.call_from_thread(self._fetched, step_id)
+
+    def _fetched(self, step_id: str) -> None:
+        self.query_one(StatusBar).say("")
+        self.show_step(step_id)
+
+    def action_step(self, delta: int) -> None:
+        if self.trace is None:
+            return
+        ids = [s.id for s in head_steps(self.trace, self.head)]
+        index = ids.index(self.step_id) + delta
+        if 0 <= index < len(ids):
+            self.go(ids[index])
+        else:
+            self.notify("that was the last step" if delta > 0 else "this is the first step", timeout=2)
+
+    def action_head(self, delta: int) -> None:
+        if self.trace is None:
+            return
+        heads = self.trace.heads
+        head = self.head + delta
+        if not 0 <= head < heads:
+            self.notify("this scenario has one head" if heads == 1 else f"heads are 0 to {heads - 1}", timeout=2)
+            return
+        step = self.trace.step(self.step_id)
+        self.head = head
+        self.go(step.id if step.head is None else f"h{head}.{step.kind}")
+
+    def action_swap(self) -> None:
+        self.rerun(self.session.swapped())
+
+    def rerun(self, session: Session) -> None:
+        if session is not None and self.session is not None:
+            self.load(lambda: Session.open(session.scenario, session.preset, session.overrides),
+                      inline=session.cells() <= INLINE_CELLS)
+
+    def set_option(self, key: str, value) -> None:
+        self.rerun(self.session.with_option(key, value))
+
+    def action_layout(self) -> None:
+        if self.trace is not None:
+            self.set_option("layout", "rows" if self.trace.columns else "columns")
+
+    def action_fractions(self) -> None:
+        self.fractions = not self.fractions
+        self.notify("exact fractions where they exist" if self.fractions else "fixed decimals", timeout=2)
+        if self.trace is not None:
+            self.show_step(self.step_id)
+
+    def open_scenario(self, spec) -> None:
+        if spec:
+            self.load(lambda: Session.open(spec))
+
+    def action_open(self) -> None:
+        from .picker import PickerScreen
+        self.app.push_screen(PickerScreen(), self.open_scenario)
+
+    def action_settings(self) -> None:
+        from .settings import SettingsScreen
+        if self.session is not None:
+            self.app.push_screen(SettingsScreen(self.session, self.trace), self.rerun)
+
+    def action_export(self) -> None:
+        from .export import ExportScreen
+        if self.trace is not None:
+            self.app.push_screen(ExportScreen(self.trace, self.step_id, self.session.label()))
+
+    def action_diff(self) -> None:
+        from .diff import DiffScreen
+        if self.trace is not None:
+            self.app.push_screen(DiffScreen(self.session, self.trace, self.step_id, self.cell, self.fractions),
+                                 self._back_from_diff)
+
+    def _back_from_diff(self, where) -> None:
+        if where and self.trace is not None and where[0] in self.trace:
+            self.show_step(where[0], where[1])
+
+    def action_help(self) -> None:
+        from .help import HelpScreen
+        self.app.push_screen(HelpScreen())
+
+
+def _one_line(err: Exception) -> str:
+    text = str(err).strip().splitlines()
+    first = text[0] if text else ""
+    return first if isinstance(err, tracer.ScenarioError) else f"{type(err).__name__}: {first}"

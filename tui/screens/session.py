@@ -1,0 +1,160 @@
+"""What the screens show, without any drawing: the scenario, the arithmetic chosen (a preset plus
+per-key overrides), and how the step, head and cell carry over when the trace is re-run."""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field, replace
+
+import tracer
+from tracer.arithmetic import PRESETS, resolve
+
+# Steps in pipeline order: when a re-run drops a step (relu has no exp), the nearest one is shown.
+KIND_ORDER = ("x", "q", "k", "v_down", "v", "scores", "scaled", "masked", "exp", "sums", "weights", "z",
+              "concat", "out", "residual", "norm")
+VIEW_KEYS = ("mask", "layout")  # how the scenario is viewed; kept when the preset is swapped
+
+
+@dataclass
+class Session:
+    """A scenario and the arithmetic to run it in; `run()` gives the trace."""
+    scenario: tracer.Scenario
+    preset: str
+    overrides: dict = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, spec, preset: str | None = None, overrides: dict | None = None) -> "Session":
+        """Loads a scenario (name, path or Scenario) and checks the arithmetic before any run."""
+        scenario = spec if isinstance(spec, tracer.Scenario) else tracer.load_scenario(spec)
+        session = cls(scenario, preset or scenario.preset, dict(overrides or {}))
+        session.arithmetic()  # raises ScenarioError on a bad preset or value
+        return session
+
+    def arithmetic(self) -> tracer.Arithmetic:
+        return resolve(self.preset, {**self.scenario.defaults, **self.overrides})
+
+    def run(self) -> tracer.Trace:
+        with warnings.catch_warnings():  # the UI shows trace.warnings itself
+            warnings.simplefilter("ignore", tracer.AttentionWarning)
+            return tracer.run(self.scenario, self.preset, **self.overrides)
+
+    def under(self, preset: str) -> "Session":
+        """Another preset; per-key arithmetic overrides are dropped, the view (mask, layout) kept."""
+        kept = {k: v for k, v in self.overrides.items() if k in VIEW_KEYS}
+        return replace(self, preset=preset, overrides=kept)
+
+    def swapped(self) -> "Session":
+        return self.under(other_preset(self.preset))
+
+    def with_option(self, key: str, value) -> "Session":
+        return replace(self, overrides={**self.overrides, key: value})
+
+    def cells(self) -> int:
+        """How many numbers one head's query × key steps hold: the cost of a re-run."""
+        return self.scenario.n * self.scenario.n * self.scenario.heads
+
+    def label(self) -> str:
+        """The arithmetic in force, e.g. `by-hand` or `by-hand + scale=sqrt`."""
+        extra = ", ".join(f"{k}={_show(v)}" for k, v in self.overrides.items())
+        return f"{self.preset} + {extra}" if extra else self.preset
+
+
+def other_preset(preset: str) -> str:
+    names = list(PRESETS)
+    return names[(names.index(preset) + 1) % len(names)] if preset in names else names[0]
+
+
+def _show(value) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    return value if isinstance(value, str) else "matrix"
+
+
+def summary(arithmetic: tracer.Arithmetic, d_k: int) -> str:
+    """The arithmetic in a few symbols: `⌊÷2⌋, 3^s, raw powers`."""
+    c = arithmetic.scale_divisor(d_k)
+    scale = {"sqrt": f"÷√{d_k}", "floor": f"⌊÷{c:g}⌋", "none": "unscaled"}.get(
+        arithmetic.scale, f"÷{c:g}")
+    if arithmetic.normalize == "relu":
+        norm = "relu"
+    else:
+        base = "e" if arithmetic.softmax_base == "e" else f"{arithmetic.base:g}"
+        norm = f"{base}^s, " + ("max subtracted" if arithmetic.stable else "raw powers")
+    parts = [scale, norm] + ([arithmetic.dtype] if arithmetic.dtype != "float64" else [])
+    return ", ".join(parts)
+
+
+# ---------------------------------------------------------------- moving around a trace
+
+def head_steps(trace: tracer.Trace, head: int) -> list[tracer.Step]:
+    """The pipeline as one head sees it: the shared steps and that head's own."""
+    return [s for s in trace.steps if s.head is None or s.head == head]
+
+
+def nearest_step(trace: tracer.Trace, step_id: str, kind: str, head: int) -> str:
+    """step_id if the trace has it, otherwise the step of this head closest in pipeline order."""
+    if step_id in trace:
+        return step_id
+    rank = KIND_ORDER.index(kind) if kind in KIND_ORDER else 0
+    steps = head_steps(trace, min(head, trace.heads - 1))
+    # the closest rank wins; on a tie, the later step (exp gone: weights rather than scaled)
+    return min(steps, key=lambda s: (abs(KIND_ORDER.index(s.kind) - rank), -KIND_ORDER.index(s.kind))).id
+
+
+def carry_cell(cell: tuple[int, int], shape: tuple[int, int], transposed: bool) -> tuple[int, int]:
+    """The same cell in a re-run: transposed when the layout flipped, kept inside the shape."""
+    r, c = (cell[1], cell[0]) if transposed else cell
+    return min(max(r, 0), shape[0] - 1), min(max(c, 0), shape[1] - 1)
+
+
+def axis_labels(trace: tracer.Trace, axis: str, size: int) -> list[str]:
+    """Token names on token axes (query, key, token), indices on feature axes."""
+    if axis in ("token", "query", "key"):
+        return list(trace.scenario.tokens)
+    if axis == "one":
+        return ["Σ"]
+    return [str(i) for i in range(size)]
+
+
+def cell_name(trace: tracer.Trace, step: tracer.Step, row: int, col: int) -> str:
+    """`key x2, query x1` or `d_k 0, token x3`: a cell named by its axes."""
+    tokens = trace.scenario.tokens
+    names = [f"{axis} {tokens[i] if axis in ('token', 'query', 'key') else i}"
+             for axis, i in zip(step.axes, (row, col)) if axis != "one"]
+    return ", ".join(names)
+
+
+# ---------------------------------------------------------------- what a cell came from
+
+WEIGHT_OF = {"q": "q", "k": "k", "v_down": "v_down", "out": "o"}
+WEIGHT_NAME = {"q": "W_Q", "k": "W_K", "v": "W_V", "v_down": "W_V↓", "v_up": "W_V↑", "o": "W_O"}
+
+
+@dataclass
+class Panel:
+    """One matrix shown beside the current step, with the cells that fed the cursor's cell."""
+    title: str
+    array: object
+    axes: tuple[str, str]
+    cells: list[tuple[int, int]]
+
+
+def input_panels(trace: tracer.Trace, step: tracer.Step, row: int, col: int) -> list[Panel]:
+    """The matrices the current cell was computed from, in the trace's layout, sources lit."""
+    panels = []
+    for sid, cells in trace.sources(step.id, row, col).items():
+        src = trace.step(sid)
+        panels.append(Panel(f"{sid} · {src.formula}", trace[sid], src.axes, cells))
+    weight = WEIGHT_OF.get(step.kind)
+    if step.kind == "v":
+        weight = "v_up" if trace.scenario.rank is not None else "v"
+    if weight is not None:
+        w = trace.weight(weight, step.head or 0)
+        # rows: cell (i, j) uses W's column j; columns: cell (j, i) uses W's row j
+        cells = ([(row, m) for m in range(w.shape[1])] if trace.columns
+                 else [(m, col) for m in range(w.shape[0])])
+        axes = ("out", "in") if trace.columns else ("in", "out")
+        panels.append(Panel(WEIGHT_NAME[weight] + (f" (head {step.head})" if step.head is not None else ""),
+                            w, axes, cells))
+    return panels

@@ -1,0 +1,110 @@
+"""How a matrix's numbers look on screen: their text (fractions or fixed decimals, −∞ for masked)
+and a heatmap colour scaled per matrix, diverging around 0 when the matrix has both signs."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from rich.color import Color
+from rich.style import Style
+
+from tracer.numbers import as_fraction, fmt
+
+LEVELS = 12          # colour steps: enough to read, few enough to cache every style
+EXACT = 1024         # matrices up to this many cells are measured cell by cell
+SAMPLE = 256         # cells looked at to tell whether a larger matrix holds fractions at all
+LOW = (38, 44, 58)   # the colour of "small" (near the panel background)
+HIGH = (230, 135, 20)
+NEGATIVE = (40, 110, 220)
+MASKED = Style(color="grey62", bgcolor="grey23", italic=True)
+
+
+def text(value: float, fractions: bool, integral: bool, tol: float) -> str:
+    """One cell's text: 27/46 or 0.587 (fractions mode keeps small fractions exact, else 3
+    significant digits; decimals mode 3 decimals), −∞, 12. The explain panel gives more digits."""
+    if fractions or integral or not math.isfinite(value):
+        return fmt(value, fractions, digits=3, tol=tol)
+    out = f"{value:.3g}" if abs(value) >= 1e5 else f"{value:.3f}"
+    return out.replace("-", "−")
+
+
+class Scale:
+    """The text and colour of every cell of one matrix."""
+
+    def __init__(self, array: np.ndarray, fractions: bool, tol: float = 1e-9):
+        self.tol = tol
+        # reductions with `where=` instead of filtered copies: a 2048² step is 32 MB per copy
+        finite = np.isfinite(array)
+        self.masked = not finite.all()
+        self.lo = float(np.min(array, where=finite, initial=np.inf)) if array.size else 0.0
+        self.hi = float(np.max(array, where=finite, initial=-np.inf)) if array.size else 0.0
+        if self.lo > self.hi:  # nothing finite
+            self.lo = self.hi = 0.0
+        self.signed = self.lo < 0 < self.hi
+        flat = array.ravel()
+        sample = flat[:: max(1, flat.size // SAMPLE)][:SAMPLE] if flat.size > EXACT else flat
+        sample = sample[np.isfinite(sample)]
+        self.integral = bool(np.all(sample == np.round(sample))) and max(-self.lo, self.hi) < 1e15
+        # fraction search costs ~30 µs a cell: done only where the sample shows there are fractions
+        self.fractions = fractions and any(
+            (f := as_fraction(float(v), tol)) is not None and f.denominator > 1 for v in sample)
+        self.decimals = not fractions
+        self._styles: dict[int, Style] = {}
+        self._texts: dict[float, str] = {}  # the visible window is drawn again and again
+        self.width = self._measure(array, finite, sample)
+
+    def _measure(self, array, finite, sample) -> int:
+        """The widest cell text. Large matrices: the extremes bound it (3 significant digits are
+        longest for the smallest and the largest magnitudes), plus the sample for fractions."""
+        if array.size <= EXACT:
+            return max((len(self.text(v)) for v in array.ravel()), default=1)
+        smallest = _smallest_magnitude(array)
+        extremes = [m for m in (smallest, max(-self.lo, self.hi)) if math.isfinite(m)]
+        sign = -1.0 if self.lo < 0 else 1.0
+        values = [sign * m for m in extremes] + [float(v) for v in sample]
+        return max(2 if self.masked else 1, *(len(self.text(v)) for v in values))
+
+    def text(self, value: float) -> str:
+        value = float(value)
+        out = self._texts.get(value)
+        if out is None:
+            if len(self._texts) > 1 << 16:
+                self._texts.clear()
+            out = self._texts[value] = (text(value, False, self.integral, self.tol) if self.decimals
+                                        else fmt(value, self.fractions, digits=3, tol=self.tol))
+        return out
+
+    def level(self, value: float) -> int:
+        """−LEVELS..LEVELS for signed matrices (by |value| ÷ max |value|), 0..LEVELS otherwise."""
+        if self.signed:
+            top = max(-self.lo, self.hi)
+            return round(LEVELS * value / top)
+        span = self.hi - self.lo
+        return LEVELS if span == 0 else round(LEVELS * (value - self.lo) / span)
+
+    def style(self, value: float) -> Style:
+        if not math.isfinite(value):
+            return MASKED
+        n = self.level(value)
+        if n not in self._styles:
+            self._styles[n] = _style(n)
+        return self._styles[n]
+
+
+def _smallest_magnitude(array: np.ndarray, block: int = 256) -> float:
+    """min |v| over finite nonzero v, a block of rows at a time (no full-size temporaries)."""
+    best = math.inf
+    for start in range(0, array.shape[0], block):
+        m = np.abs(array[start:start + block])
+        m[(m == 0) | ~np.isfinite(m)] = np.inf
+        best = min(best, float(m.min()))
+    return best
+
+
+def _style(n: int) -> Style:
+    target = NEGATIVE if n < 0 else HIGH
+    t = abs(n) / LEVELS
+    rgb = tuple(round(a + (b - a) * t) for a, b in zip(LOW, target))
+    luminance = 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2]
+    ink = "black" if luminance > 140 else "white"
+    return Style(color=ink, bgcolor=Color.from_rgb(*rgb))

@@ -1,0 +1,187 @@
+"""A matrix as a heatmap with its axis labels, drawn with Textual's Line API: only the visible
+window is formatted, so a 2048 × 2048 step scrolls as fast as a 4 × 4, and the labels stay put."""
+from __future__ import annotations
+
+import numpy as np
+from rich.segment import Segment
+from rich.style import Style
+from textual.binding import Binding
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from .heat import Scale
+
+LABEL = Style(color="grey70", bold=True)
+LABEL_AT = Style(color="black", bgcolor="grey85", bold=True)
+LABEL_LIT = Style(color="black", bgcolor="#87ff5f", bold=True)
+CURSOR = Style(color="black", bgcolor="white", bold=True, underline=True)
+LIT = Style(color="black", bgcolor="#87ff5f", bold=True)
+MAX_LABEL = 10
+
+
+class MatrixView(ScrollView):
+    """One step's array. With `cursor=True` it is focusable and moves a cell cursor (arrows, hjkl);
+    `lit` cells (the sources of another view's cursor) are drawn highlighted."""
+
+    BINDINGS = [
+        Binding("up,k", "move(-1, 0)", "cell up", show=False),
+        Binding("down,j", "move(1, 0)", "cell down", show=False),
+        Binding("left,h", "move(0, -1)", "cell left", show=False),
+        Binding("right,l", "move(0, 1)", "cell right", show=False),
+        Binding("pageup", "page(-1)", "page up", show=False),
+        Binding("pagedown", "page(1)", "page down", show=False),
+        Binding("home", "edge(-1)", "first column", show=False),
+        Binding("end", "edge(1)", "last column", show=False),
+    ]
+
+    class CursorMoved(Message):
+        """The cursor of `view` is now on (row, col)."""
+
+        def __init__(self, view: "MatrixView", row: int, col: int) -> None:
+            super().__init__()
+            self.view, self.row, self.col = view, row, col
+
+    def __init__(self, *, cursor: bool = False, id: str | None = None, classes: str | None = None):
+        super().__init__(id=id, classes=classes)
+        self.can_focus = cursor
+        self.has_cursor = cursor
+        self.array = np.zeros((0, 0))
+        self.row_labels: list[str] = []
+        self.col_labels: list[str] = []
+        self.cursor = (0, 0)
+        self.lit: set[tuple[int, int]] = set()
+        self._lit_rows: set[int] = set()
+        self._lit_cols: set[int] = set()
+        self.scale = Scale(self.array, True)
+        self._label_w = self._cell_w = 1
+
+    # ------------------------------------------------------------ feeding it
+    def show(self, array: np.ndarray, row_labels: list[str], col_labels: list[str], *, title: str = "",
+             fractions: bool = True, tol: float = 1e-9, cursor: tuple[int, int] | None = None,
+             lit=()) -> None:
+        """Replaces what is drawn (the colour scale is measured once here, not per frame)."""
+        self.array = np.asarray(array)
+        self.row_labels, self.col_labels = row_labels, col_labels
+        self.scale = Scale(self.array, fractions, tol)
+        self._label_w = min(MAX_LABEL, max((len(s) for s in row_labels), default=1)) + 1
+        self._cell_w = max(self.scale.width, min(MAX_LABEL - 2, max((len(s) for s in col_labels), default=1))) + 1
+        rows, cols = self.array.shape
+        self.virtual_size = Size(self._label_w + cols * self.cell_width, rows + 1)
+        self.border_title = title
+        self.styles.min_width = min(len(title) + 6, 30)  # room for the title on the border
+        if cursor is not None:
+            self.cursor = cursor
+        self.set_lit(lit)
+        self.refresh(layout=True)
+        self.call_after_refresh(self.reveal, *(self.cursor if self.has_cursor else self._first_lit()))
+
+    def set_lit(self, cells) -> None:
+        self.lit = set(cells)
+        self._lit_rows = {r for r, _ in self.lit}
+        self._lit_cols = {c for _, c in self.lit}
+        self.refresh()
+
+    @property
+    def cell_width(self) -> int:
+        return self._cell_w
+
+    def cell_text(self, row: int, col: int) -> str:
+        """What the cell shows (as drawn, without padding)."""
+        return self.scale.text(self.array[row, col])
+
+    # ------------------------------------------------------------ scrolling
+    def _view(self) -> tuple[int, int]:
+        """Data columns (in characters) and data rows that fit in the widget."""
+        region = self.scrollable_content_region
+        return max(1, region.width - self._label_w), max(1, region.height - 1)
+
+    def _first_lit(self) -> tuple[int, int]:
+        return min(self.lit) if self.lit else (0, 0)
+
+    def reveal(self, row: int, col: int) -> None:
+        """Scrolls just enough for (row, col) to be visible."""
+        if not self.array.size:
+            return
+        width, height = self._view()
+        x, y = self.scroll_offset
+        cw = self.cell_width
+        if row < y:
+            y = row
+        elif row >= y + height:
+            y = row - height + 1
+        if col * cw < x:
+            x = col * cw
+        elif (col + 1) * cw > x + width:
+            x = (col + 1) * cw - width
+        self.scroll_to(x, y, animate=False, force=True)
+
+    def on_resize(self) -> None:
+        self.reveal(*(self.cursor if self.has_cursor else self._first_lit()))
+
+    # ------------------------------------------------------------ the cursor
+    def move_to(self, row: int, col: int) -> None:
+        rows, cols = self.array.shape
+        if not rows or not cols:
+            return
+        row, col = min(max(row, 0), rows - 1), min(max(col, 0), cols - 1)
+        old, self.cursor = self.cursor, (row, col)
+        self.reveal(row, col)  # a scroll repaints everything; otherwise only what changed:
+        self.refresh(Region(0, 0, self.size.width, 1))  # the column labels
+        for r in {old[0], row}:
+            self.refresh_line(r + 1)
+        if old != self.cursor:
+            self.post_message(self.CursorMoved(self, row, col))
+
+    def action_move(self, dr: int, dc: int) -> None:
+        self.move_to(self.cursor[0] + dr, self.cursor[1] + dc)
+
+    def action_page(self, direction: int) -> None:
+        self.move_to(self.cursor[0] + direction * self._view()[1], self.cursor[1])
+
+    def action_edge(self, direction: int) -> None:
+        self.move_to(self.cursor[0], 0 if direction < 0 else self.array.shape[1] - 1)
+
+    def on_click(self, event) -> None:
+        if not self.has_cursor or event.y < 1:
+            return
+        x, y = self.scroll_offset
+        col = (event.x - self._label_w + x) // self.cell_width
+        if event.x >= self._label_w:
+            self.move_to(event.y - 1 + y, col)
+
+    # ------------------------------------------------------------ drawing
+    def render_line(self, y: int) -> Strip:
+        width, _ = self._view()
+        full = self.scrollable_content_region.width
+        rows, cols = self.array.shape
+        sx, sy = self.scroll_offset
+        cw = self.cell_width
+        first = sx // cw
+        last = min(cols, (sx + width) // cw + 1)
+        cur_r, cur_c = self.cursor if self.has_cursor else (-1, -1)
+        if y == 0:  # column labels
+            corner = [Segment(" " * self._label_w)]
+            cells = [Segment(self.col_labels[c][:cw - 1].rjust(cw),
+                             LABEL_AT if c == cur_c else LABEL_LIT if c in self._lit_cols else LABEL)
+                     for c in range(first, last)]
+        else:
+            r = sy + y - 1
+            if r >= rows:
+                return Strip.blank(full)
+            name = self.row_labels[r][:MAX_LABEL].ljust(self._label_w - 1) + " "
+            corner = [Segment(name, LABEL_AT if r == cur_r else LABEL_LIT if r in self._lit_rows else LABEL)]
+            line, scale, lit = self.array[r], self.scale, self.lit
+            cells = []
+            for c in range(first, last):
+                value = line[c]
+                style = (CURSOR if (r, c) == (cur_r, cur_c) else LIT if (r, c) in lit else scale.style(value))
+                cells.append(Segment(_fit(scale.text(value), cw), style))
+        offset = sx - first * cw
+        data = Strip(cells).crop(offset, offset + width)
+        return Strip(corner + list(data)).adjust_cell_length(full)
+
+
+def _fit(text: str, width: int) -> str:
+    return text.rjust(width) if len(text) < width else text[:width - 1] + "…"
