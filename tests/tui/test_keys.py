@@ -33,12 +33,11 @@ async def test_n_and_p_move_through_the_pipeline():
         assert app.screen.step_id == "h0.scores"
         await pilot.press("p")
         assert app.screen.step_id == "h0.v"
-        for _ in range(12):
-            await pilot.press("n")
+        await go_to(pilot, "h0.weights")
+        await pilot.press("n", "n")
         assert app.screen.step_id == "h0.z"     # the last step stays put
-        for _ in range(12):
-            await pilot.press("p")
-        assert app.screen.step_id == "x"
+        await pilot.press("p", "p", "p", "p", "p", "p", "p", "p", "p", "p")
+        assert app.screen.step_id == "x"        # and so does the first
 
 
 @pilot_test
