@@ -110,3 +110,10 @@ async def test_big_matrices_draw_only_the_window_and_keep_labels(n):
         assert row[-1] == str(r * n + n - 1)         # its row label sits beside its numbers
         if n > 100:
             assert len(lines[0]) < 20                # only the visible columns were drawn
+
+
+def test_float32_noise_is_not_written_as_fractions():
+    from tracer.numbers import tolerance
+    a = np.random.default_rng(1).standard_normal((32, 32)).astype(np.float32) * 10
+    scale = Scale(a, True, tolerance(np.float32))
+    assert not any("/" in scale.text(v) for v in a.ravel())

@@ -11,6 +11,8 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from tracer.numbers import tolerance
+
 from ..widgets.matrix import MatrixView
 from ..widgets.status import StatusBar
 from .session import Session, axis_labels, cell_name, head_steps
@@ -107,7 +109,7 @@ class DiffScreen(Screen[tuple | None]):
         flagged = {i for i, _, _ in changed}
         rows, cols = (axis_labels(a, axis, n) for axis, n in zip(step.axes, step.shape))
         rows, cols = _mark(rows, step.axes[0], flagged), _mark(cols, step.axes[1], flagged)
-        common = dict(fractions=self.fractions, tol=1e-9 if a.dtype.itemsize == 8 else 1e-6)
+        common = dict(fractions=self.fractions, tol=tolerance(a.dtype))
         self.query_one("#side-a", MatrixView).show(a[step.id], rows, cols, title=f"A  {label_a}",
                                                    cursor=self.cell, **common)
         if step.id in b:

@@ -14,6 +14,7 @@ from textual.widgets import Footer
 from textual.worker import get_current_worker
 
 import tracer
+from tracer.numbers import tolerance
 
 from ..widgets.cell_info import CellInfo
 from ..widgets.matrix import MatrixView
@@ -87,10 +88,10 @@ class MainScreen(Screen):
             self.query_one(f"#in{n}").display = False
         self.query_one("#current").focus()
         spec, preset, overrides = self.spec, self.preset, self.overrides
-        self.load(lambda: Session.open(spec, preset, overrides), fallback=True)
+        self.load(lambda: Session.open(spec, preset, overrides), fallback=True, what=f"opening {spec}")
 
     # ------------------------------------------------------------ running the tracer
-    def load(self, make, fallback: bool = False, inline: bool = False) -> None:
+    def load(self, make, fallback: bool = False, inline: bool = False, what: str = "tracing") -> None:
         """Runs `make()` → Session, then the trace: at once when small and compiled, else in a worker."""
         if inline and _warm:
             try:
@@ -99,8 +100,8 @@ class MainScreen(Screen):
             except Exception as err:  # noqa: BLE001  bad input must never end the app
                 self._fail(_one_line(err), fallback)
             return
-        busy = "compiling kernels… (first run only; cached afterwards)" if not _warm else "tracing…"
-        self.query_one(StatusBar).say(busy, "busy")
+        first = "" if _warm else " and compiling the kernels (first run only; cached afterwards)"
+        self.query_one(StatusBar).say(f"{what}{first}…", "busy")
         self.query_one("#work").loading = self.trace is None
         self._work(make, fallback)
 
@@ -130,7 +131,7 @@ class MainScreen(Screen):
         self.notify(error, title="could not open", severity="error", timeout=8)
         if self.trace is None and fallback:  # nothing open yet: fall back to the classroom example
             self._note = f"{error} (opened by_hand instead)"
-            self.load(lambda: Session.open("by_hand"))
+            self.load(lambda: Session.open("by_hand"), what="opening by_hand")
         else:
             self.query_one(StatusBar).say(error, "error")
 
@@ -174,7 +175,7 @@ class MainScreen(Screen):
         self.show_cell()
 
     def _tol(self) -> float:
-        return 1e-9 if self.trace.dtype.itemsize == 8 else 1e-6
+        return tolerance(self.trace.dtype)  # the tracer's: a few ulps of the dtype
 
     def show_cell(self) -> None:
         trace, step = self.trace, self.trace.step(self.step_id)
@@ -274,7 +275,7 @@ class MainScreen(Screen):
 
     def open_scenario(self, spec) -> None:
         if spec:
-            self.load(lambda: Session.open(spec))
+            self.load(lambda: Session.open(spec), what=f"opening {spec}")
 
     def action_open(self) -> None:
         from .picker import PickerScreen

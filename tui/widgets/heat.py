@@ -31,7 +31,7 @@ def text(value: float, fractions: bool, integral: bool, tol: float) -> str:
 class Scale:
     """The text and colour of every cell of one matrix."""
 
-    def __init__(self, array: np.ndarray, fractions: bool, tol: float = 1e-9):
+    def __init__(self, array: np.ndarray, fractions: bool, tol: float = 1e-15):
         self.tol = tol
         # reductions with `where=` instead of filtered copies: a 2048² step is 32 MB per copy
         finite = np.isfinite(array)
@@ -45,9 +45,7 @@ class Scale:
         sample = flat[:: max(1, flat.size // SAMPLE)][:SAMPLE] if flat.size > EXACT else flat
         sample = sample[np.isfinite(sample)]
         self.integral = bool(np.all(sample == np.round(sample))) and max(-self.lo, self.hi) < 1e15
-        # fraction search costs ~30 µs a cell: done only where the sample shows there are fractions
-        self.fractions = fractions and any(
-            (f := as_fraction(float(v), tol)) is not None and f.denominator > 1 for v in sample)
+        self.fractions = fractions and _mostly_fractions(sample, tol)
         self.decimals = not fractions
         self._styles: dict[int, Style] = {}
         self._texts: dict[float, str] = {}  # the visible window is drawn again and again
@@ -89,6 +87,15 @@ class Scale:
         if n not in self._styles:
             self._styles[n] = _style(n)
         return self._styles[n]
+
+
+def _mostly_fractions(sample: np.ndarray, tol: float) -> bool:
+    """Whether a matrix is written in fractions: most of its non-whole values are small fractions.
+    Per matrix, not per cell: random float32 data lands near some p/q about once in a hundred, and
+    the search costs ~30 µs a cell, so noise is never searched cell by cell."""
+    parts = [float(v) for v in sample if v != round(v)]
+    hits = sum(as_fraction(v, tol) is not None for v in parts)
+    return bool(parts) and hits >= len(parts) / 2
 
 
 def _smallest_magnitude(array: np.ndarray, block: int = 256) -> float:

@@ -59,7 +59,7 @@ class MatrixView(ScrollView):
 
     # ------------------------------------------------------------ feeding it
     def show(self, array: np.ndarray, row_labels: list[str], col_labels: list[str], *, title: str = "",
-             fractions: bool = True, tol: float = 1e-9, cursor: tuple[int, int] | None = None,
+             fractions: bool = True, tol: float = 1e-15, cursor: tuple[int, int] | None = None,
              lit=()) -> None:
         """Replaces what is drawn (the colour scale is measured once here, not per frame)."""
         self.array = np.asarray(array)
