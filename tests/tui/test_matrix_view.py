@@ -88,6 +88,21 @@ async def test_cursor_moves_clamps_and_reports():
         assert view.cursor == (0, 0)
 
 
+@pilot_test
+async def test_a_click_puts_the_cursor_on_the_cell():
+    app = One()
+    async with app.run_test(size=(60, 12)) as pilot:
+        view = app.query_one(MatrixView)
+        view.show(np.zeros((3, 4)), labels(3), labels(4))
+        await pilot.pause()
+        left, top = view.styles.gutter.left, view.styles.gutter.top
+        label_w, cw = view._label_w, view.cell_width
+        await pilot.click(MatrixView, offset=(left + label_w + 2 * cw + 1, top + 1 + 1))
+        assert view.cursor == (1, 2)                   # row 2 (after the label line), column 3
+        await pilot.click(MatrixView, offset=(left + 1, top + 3))   # on a row label: ignored
+        assert view.cursor == (1, 2)
+
+
 @pytest.mark.parametrize("n", [4, 2048])
 @pilot_test
 async def test_big_matrices_draw_only_the_window_and_keep_labels(n):

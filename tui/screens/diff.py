@@ -86,7 +86,8 @@ class DiffScreen(Screen[tuple | None]):
         try:
             b = session.run() if session is not None else self.b
             for trace in (self.a, b):  # fetch what is shown (lazy traces compute heads on demand)
-                trace[self.step_id] if self.step_id in trace else None
+                for sid in (self.step_id, f"h{self.head}.weights"):  # the weights: for the flags
+                    trace[sid] if sid in trace else None
         except Exception as err:  # noqa: BLE001
             self.app.call_from_thread(self.query_one(StatusBar).say, str(err).splitlines()[0], "error")
             return

@@ -111,7 +111,8 @@ class MainScreen(Screen):
         try:
             session = make()
             trace = session.run()
-            if trace.lazy:  # fetch the head on view now, off the screen's thread
+            same = self.trace is not None and self.trace.scenario is session.scenario
+            if trace.lazy and same:  # the step on view is kept: compute its head now, off the screen's thread
                 trace[nearest_step(trace, self.step_id, self._kind(), self.head)]
             _warm = True
             message = Loaded(session, trace)

@@ -144,12 +144,11 @@ class MatrixView(ScrollView):
         self.move_to(self.cursor[0], 0 if direction < 0 else self.array.shape[1] - 1)
 
     def on_click(self, event) -> None:
-        if not self.has_cursor or event.y < 1:
+        offset = event.get_content_offset(self)  # None on the border or a scrollbar
+        if not self.has_cursor or offset is None or offset.y < 1 or offset.x < self._label_w:
             return
         x, y = self.scroll_offset
-        col = (event.x - self._label_w + x) // self.cell_width
-        if event.x >= self._label_w:
-            self.move_to(event.y - 1 + y, col)
+        self.move_to(offset.y - 1 + y, (offset.x - self._label_w + x) // self.cell_width)
 
     # ------------------------------------------------------------ drawing
     def render_line(self, y: int) -> Strip:
