@@ -4,11 +4,14 @@
     trace = tracer.run("by_hand", arithmetic="by-hand")
     trace["h0.weights"], trace.explain("h0.scores", 1, 2)
 """
+from ._numba_cache import on_compile
 from .arithmetic import PRESETS, Arithmetic, resolve
 from .errors import AttentionWarning, ScenarioError
 from .scenario import Scenario, builtin_names, from_arrays, list_builtins, load_scenario
 from .steps import Step
 from .trace import Trace, run
+from .untraced import attention
 
 __all__ = ["PRESETS", "Arithmetic", "AttentionWarning", "Scenario", "ScenarioError", "Step", "Trace",
-           "builtin_names", "from_arrays", "list_builtins", "load_scenario", "resolve", "run"]
+           "attention", "builtin_names", "from_arrays", "list_builtins", "load_scenario", "on_compile",
+           "resolve", "run"]

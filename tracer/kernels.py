@@ -6,10 +6,12 @@ compiles at most twice (float64, float32). No tracing, I/O or globals in here.
 """
 import math
 
-from . import _numba_cache  # noqa: F401  (must run before numba reads its config)
-
 import numpy as np
 from numba import njit
+
+from . import _numba_cache
+
+_numba_cache.listen()  # compile notices for a front end (tracer.on_compile)
 
 
 @njit(cache=True)
@@ -135,6 +137,16 @@ def concat(zs):
             for j in range(d_v):
                 out[i, h * d_v + j] = zs[h, i, j]
     return out
+
+
+@njit(cache=True)
+def finite(a):
+    """True when a holds no inf and no NaN (the tracer's check that nothing overflowed)."""
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            if not math.isfinite(a[i, j]):
+                return False
+    return True
 
 
 @njit(cache=True)

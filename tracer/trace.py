@@ -2,7 +2,8 @@
 
 `run()` resolves the arithmetic, plans the steps (ids, formulas, axes, shapes) and computes
 them, all at once for small scenarios, one head at a time on demand for large ones, so that a
-GPT-3-size layer never holds more than a head's intermediates.
+GPT-3-size layer never holds more than a few heads' intermediates. How the numbers are computed
+(per-stage kernels, or fused ones for large scenarios) is `compute.py`'s business.
 """
 from __future__ import annotations
 
@@ -11,38 +12,39 @@ from collections import OrderedDict
 
 import numpy as np
 
-from . import kernels as K
+from . import compute
 from .arithmetic import Arithmetic, resolve
 from .errors import AttentionWarning, ScenarioError
+from .plan import allowed_matrix, cached_plan
 from .scenario import Scenario, load_scenario, read_mask
-from .steps import KINDS, Step, formula
+from .steps import Step
 
 EAGER_BYTES = 1 << 30   # traces up to this size are computed whole; larger ones per head on demand
 RESIDENT_HEADS = 2      # heads whose full intermediates a lazy trace keeps at once
+MEMORY_SHARE = 0.7      # of the machine's RAM that a whole trace (lazy=False) may take
 
 
 class Trace:
     """Every intermediate of one run: `trace[id]` is the array (in the trace's layout),
     `trace.steps` the steps in computation order, `trace.explain(id, row, col)` one cell's story."""
 
-    def __init__(self, scenario: Scenario, arithmetic: Arithmetic, layout: str, allowed, steps, lazy: bool):
-        self.scenario, self.arithmetic, self.layout = scenario, arithmetic, layout
-        self.allowed = allowed                  # query × key, bool, or None when nothing is masked
+    def __init__(self, scenario: Scenario, arithmetic: Arithmetic, layout: str, mask, steps, lazy: bool,
+                 engine: str = "auto", by_id: dict | None = None):
+        self.scenario, self.arithmetic, self.layout, self.mask = scenario, arithmetic, layout, mask
+        self.columns = layout == "columns"      # arrays are recorded transposed (views)
+        self.allowed = allowed_matrix(mask, scenario.n)  # query × key, bool; None: nothing masked
         self.steps: list[Step] = steps
         self.lazy = lazy
+        self.engine = compute.engine_for(scenario, engine)
         self.warnings: list[str] = []
         self.dtype = np.dtype(arithmetic.dtype)
-        self._by_id = {s.id: s for s in steps}
+        self._by_id = {s.id: s for s in steps} if by_id is None else by_id
         self._data: dict[str, np.ndarray] = {}
         self._resident: OrderedDict[int, None] = OrderedDict()
         self._x = np.ascontiguousarray(scenario.x, dtype=self.dtype)
         self._record("x", self._x)
 
     # ------------------------------------------------------------ reading
-    @property
-    def columns(self) -> bool:
-        return self.layout == "columns"
-
     @property
     def heads(self) -> int:
         return self.scenario.heads
@@ -91,8 +93,16 @@ class Trace:
 
     # ------------------------------------------------------------ computing
     def compute_all(self) -> "Trace":
-        for h in range(self.heads):
-            self._head(h)
+        """Every step; a lazy trace computes each head in turn and keeps only the last few."""
+        if self.lazy:
+            for h in range(self.heads):
+                self._head(h)
+        elif self.engine == "stages":
+            for h in range(self.heads):
+                if f"h{h}.scores" not in self._data:
+                    compute.stage_head(self, h)
+        elif not all(f"h{h}.z" in self._data for h in range(self.heads)):
+            compute.fused_heads(self, list(range(self.heads)))
         if self.heads > 1 or self.scenario.w_o is not None or self.scenario.residual:
             self._tail()
         return self
@@ -110,62 +120,24 @@ class Trace:
     def _head(self, h: int) -> np.ndarray:
         """Computes head h's steps (if not held already); returns its z (rows orientation)."""
         p = f"h{h}."
-        if p + "scores" in self._data:
-            self._resident.move_to_end(h, last=True) if h in self._resident else None
-            return self.rows(p + "z")
-        sc, a, dt = self.scenario, self.arithmetic, self.dtype
-        weight = lambda m: np.ascontiguousarray(m[h], dtype=dt)  # noqa: E731
-        x = self._x
-        q = self._record(p + "q", K.project(x, weight(sc.w_q)))
-        k = self._record(p + "k", K.project(x, weight(sc.w_k)))
-        if sc.w_v_down is not None:
-            v = K.project(self._record(p + "v_down", K.project(x, weight(sc.w_v_down))), weight(sc.w_v_up))
-        else:
-            v = K.project(x, weight(sc.w_v))
-        self._record(p + "v", v)
-        s = self._record(p + "scores", K.scores(q, k))
-        c = a.scale_divisor(sc.d_k)
-        if c is None:
-            scaled = s  # same values: recorded under its id without a copy
-        else:
-            scaled = (K.floor_divide if a.scale == "floor" else K.divide)(s, c)
-        m = self._record(p + "scaled", scaled)
-        if self.allowed is not None:
-            m = self._record(p + "masked", K.mask(m, self.allowed))
-        if a.normalize == "softmax":
-            shift = K.row_max(m) if a.stable else np.zeros((m.shape[0], 1), dtype=dt)
-            e = (K.exp_powers(m, shift) if a.softmax_base == "e" else K.base_powers(m, shift, a.base))
-            self._record(p + "exp", e)
-            sums = self._record(p + "sums", K.row_sums(e))
-            weights = self._record(p + "weights", K.softmax_weights(e, sums))
-        else:
-            weights = self._record(p + "weights", K.relu_weights(m))
-        z = self._record(p + "z", K.weighted_sum(weights, v))
-        if not np.isfinite(z).all():
-            self._overflow([s for s in self.steps if s.head == h])
-        self._resident[h] = None
-        if self.lazy:
-            while len(self._resident) > RESIDENT_HEADS:
-                old, _ = self._resident.popitem(last=False)
-                for s in self.steps:  # keep the small z: the tail needs every head's
-                    if s.head == old and s.kind != "z":
-                        self._data.pop(s.id, None)
-        return z
+        if p + "scores" not in self._data:
+            if self.engine == "fused":
+                compute.fused_heads(self, [h])
+            else:
+                compute.stage_head(self, h)
+            self._resident[h] = None
+            if self.lazy:
+                while len(self._resident) > RESIDENT_HEADS:
+                    old, _ = self._resident.popitem(last=False)
+                    for s in self.steps:  # keep the small z: the tail needs every head's
+                        if s.head == old and s.kind != "z":
+                            self._data.pop(s.id, None)
+        elif h in self._resident:
+            self._resident.move_to_end(h, last=True)
+        return self.rows(p + "z")
 
     def _tail(self) -> None:
-        sc = self.scenario
-        zs = [self._head(h) for h in range(self.heads)]
-        y = zs[0]
-        if self.heads > 1:
-            y = self._record("concat", K.concat(np.stack(zs)))
-        if sc.w_o is not None:
-            y = self._record("out", K.project(y, np.ascontiguousarray(sc.w_o, dtype=self.dtype)))
-        if sc.residual:
-            y = self._record("residual", K.add(self._x, y))
-            if sc.residual["norm"] == "layer":
-                y = self._record("norm", K.layer_norm(y, sc.residual["eps"]))
-        if not np.isfinite(y).all():
-            self._overflow([s for s in self.steps if s.head is None and s.id != "x"])
+        compute.tail(self, [self._head(h) for h in range(self.heads)])
 
     def _overflow(self, steps: list[Step]):
         """Names the first step whose values left the dtype's range (never a silent inf/NaN)."""
@@ -177,90 +149,68 @@ class Trace:
                 if self.columns:
                     r, c = c, r
                 hint = ("raw powers overflow: set stable=true (subtract each query's max first) or scale the "
-                        "scores down" if step.kind == "exp" else "expected inputs small enough for this dtype")
+                        "scores down" if step.kind in ("exp", "sums") else
+                        "expected inputs small enough for this dtype")
                 raise ScenarioError(step.id, f"a value leaves {self.dtype.name}'s range at [{r}, {c}] "
                                     f"({a.T[c, r] if self.columns else a[r, c]}); {hint}", self.scenario.source)
         raise ScenarioError("trace", "a value leaves the dtype's range", self.scenario.source)
 
 
-def plan(scenario: Scenario, arithmetic: Arithmetic, layout: str, mask) -> list[Step]:
-    """The steps a run records, in computation order, with formulas, inputs, axes and shapes."""
-    sc, columns = scenario, layout == "columns"
-    masked = not (isinstance(mask, str) and mask == "none")
-    dims = dict(token=sc.n, query=sc.n, key=sc.n, d_model=sc.d_model, d_k=sc.d_k, d_v=sc.d_v,
-                d_out=sc.d_out, one=1, rank=sc.rank or 0)
-    steps = []
-
-    def add(step_id, kind, head, inputs, text=None, axes=None):
-        axes = axes or KINDS[kind][1]
-        shape = (dims[axes[0]], dims[axes[1]])
-        if kind == "concat":
-            shape = (sc.n, sc.heads * sc.d_v)
-        if columns:
-            axes, shape = axes[::-1], shape[::-1]
-        text = text or formula(kind, columns, arithmetic, sc.d_k, mask, sc.heads)
-        steps.append(Step(step_id, kind, head, text, tuple(inputs), tuple(axes), tuple(shape)))
-
-    add("x", "x", None, (), "X: one column per token" if columns else "X: one row per token")
-    for h in range(sc.heads):
-        p = f"h{h}."
-        add(p + "q", "q", h, ["x"])
-        add(p + "k", "k", h, ["x"])
-        if sc.rank is not None:
-            add(p + "v_down", "v_down", h, ["x"])
-            add(p + "v", "v", h, [p + "v_down"], "V = W_V↑·V↓" if columns else "V = V↓·W_V↑")
-        else:
-            add(p + "v", "v", h, ["x"], "V = W_V·X" if columns else "V = X·W_V")
-        add(p + "scores", "scores", h, [p + "q", p + "k"])
-        add(p + "scaled", "scaled", h, [p + "scores"])
-        last = p + "scaled"
-        if masked:
-            add(p + "masked", "masked", h, [last])
-            last = p + "masked"
-        if arithmetic.normalize == "softmax":
-            add(p + "exp", "exp", h, [last])
-            add(p + "sums", "sums", h, [p + "exp"])
-            add(p + "weights", "weights", h, [p + "exp", p + "sums"])
-        else:
-            add(p + "weights", "weights", h, [last])
-        add(p + "z", "z", h, [p + "weights", p + "v"])
-    last = "h0.z"
-    if sc.heads > 1:
-        add("concat", "concat", None, [f"h{h}.z" for h in range(sc.heads)])
-        last = "concat"
-    if sc.w_o is not None:
-        y = "concat" if sc.heads > 1 else "Z"
-        add("out", "out", None, [last], f"O = W_O·{y}" if columns else f"O = {y}·W_O")
-        last = "out"
-    if sc.residual:
-        add("residual", "residual", None, ["x", last], "R = X + " + {"out": "O", "concat": "concat"}.get(last, "Z"))
-        if sc.residual["norm"] == "layer":
-            add("norm", "norm", None, ["residual"])
-    return steps
+_presets: dict[tuple, Arithmetic] = {}   # resolved arithmetics, reused (they are immutable)
+_ram: list[int] = []
 
 
-def allowed_matrix(mask, n: int) -> np.ndarray | None:
-    """query × key booleans (True = may attend), or None when nothing is masked."""
-    if isinstance(mask, str):
-        return None if mask == "none" else np.tri(n, dtype=np.bool_)
-    return np.ascontiguousarray(mask, dtype=np.bool_)
+def _resolve(preset: str, overrides: dict) -> Arithmetic:
+    """resolve(), remembered when the overrides are plain values (most runs: none at all)."""
+    key = (preset, tuple(sorted(overrides.items())))
+    try:
+        return _presets[key]
+    except TypeError:  # e.g. a mask given as a list of lists
+        return resolve(preset, overrides)
+    except KeyError:
+        if len(_presets) >= 64:
+            _presets.clear()
+        arith = _presets[key] = resolve(preset, overrides)
+        return arith
 
 
-def run(scenario, arithmetic: str | None = None, *, lazy: bool | None = None, **overrides) -> Trace:
+def _refuse_if_too_big(trace: Trace, need: int) -> None:
+    """A whole trace that would not fit in memory is refused before anything is allocated."""
+    if not _ram:
+        from .random_scenario import physical_memory
+        _ram.append(physical_memory())
+    have = _ram[0]
+    if need > MEMORY_SHARE * have:
+        raise ScenarioError("lazy", f"the whole trace needs about {need / 2**30:.1f} GiB, more than this "
+                            f"machine can hold ({have / 2**30:.1f} GiB of RAM); expected lazy=True "
+                            "(heads computed on demand) or fewer tokens", trace.scenario.source)
+
+
+def run(scenario, arithmetic: str | None = None, *, lazy: bool | None = None, engine: str = "auto",
+        **overrides) -> Trace:
     """Trace a scenario (a Scenario, a built-in name or a path) under a preset (`exact`,
-    `by-hand`; default: the scenario's) with any arithmetic keys changed on top of it."""
+    `by-hand`; default: the scenario's) with any arithmetic keys changed on top of it.
+
+    lazy: None decides by size (EAGER_BYTES); True computes heads on demand, keeping a few;
+    False computes everything now (refused, with the estimate, if it cannot fit).
+    engine: "auto", "stages" (one kernel per step) or "fused" (large-scenario kernels)."""
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)
+    if engine not in ("auto", "stages", "fused"):
+        raise ScenarioError("engine", f"expected auto, stages or fused, got {engine!r}")
     try:
-        arith = resolve(arithmetic or scenario.preset, {**scenario.defaults, **overrides})
+        arith = _resolve(arithmetic or scenario.preset, {**scenario.defaults, **overrides})
         layout = arith.layout or scenario.layout
         mask = scenario.mask if arith.mask is None else read_mask(arith.mask, scenario.n, layout)
     except ScenarioError as err:
         raise (err.at(scenario.source) if scenario.source else err) from None
-    allowed = allowed_matrix(mask, scenario.n)
-    steps = plan(scenario, arith, layout, mask)
-    trace = Trace(scenario, arith, layout, allowed, steps, lazy=False)
-    trace.lazy = trace.nbytes() > EAGER_BYTES if lazy is None else lazy
+    steps, by_id, cells = cached_plan(scenario, arith, layout, mask)
+    trace = Trace(scenario, arith, layout, mask, steps, lazy=False, engine=engine, by_id=by_id)
+    nbytes = cells * trace.dtype.itemsize
+    trace.lazy = nbytes > EAGER_BYTES if lazy is None else bool(lazy)
+    if not trace.lazy:
+        _refuse_if_too_big(trace, nbytes)
+    allowed = trace.allowed
     if allowed is not None and not allowed.any(axis=1).all():
         lonely = [scenario.tokens[i] for i in np.flatnonzero(~allowed.any(axis=1))]
         message = (f"{', '.join(lonely)}: every key is masked for this query, so its weights are all 0 "

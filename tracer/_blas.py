@@ -1,0 +1,58 @@
+"""Holds numba's BLAS to one thread while a parallel kernel runs (each of its threads calls BLAS).
+
+numba's np.dot calls SciPy's OpenBLAS; left multi-threaded inside a parallel loop it would start
+threads within threads (slower, and OpenBLAS warns it may hang). Found once, by name, on Linux.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from contextlib import contextmanager
+
+_lock = threading.Lock()   # one parallel kernel at a time: it uses every core anyway
+_api = None                # (set_num_threads, get_num_threads) or False when not found
+
+
+def _find():
+    """SciPy's OpenBLAS thread controls, or False (another BLAS, or not Linux)."""
+    import scipy.linalg.cython_blas  # noqa: F401  (loads the library numba's np.dot uses)
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "openblas" in line and "scipy" in line}
+    except OSError:
+        return False
+    for path in sorted(paths):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for prefix in ("scipy_openblas", "openblas"):
+            try:
+                return getattr(lib, prefix + "_set_num_threads"), getattr(lib, prefix + "_get_num_threads")
+            except AttributeError:
+                continue
+    return False
+
+
+def can_limit() -> bool:
+    """True when BLAS can be held to one thread, i.e. BLAS inside a parallel loop is safe."""
+    global _api
+    if _api is None:
+        _api = _find()
+    return bool(_api)
+
+
+@contextmanager
+def one_thread():
+    """BLAS on one thread (if it can be limited) and no other parallel kernel, for the duration."""
+    with _lock:
+        if not can_limit():
+            yield
+            return
+        set_threads, get_threads = _api
+        old = get_threads()
+        set_threads(1)
+        try:
+            yield
+        finally:
+            set_threads(old)

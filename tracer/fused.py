@@ -1,0 +1,204 @@
+"""Fused kernels for large scenarios: one task is one head and one block of queries, whose scores
+come from BLAS and are scaled, masked, powered and normalised row by row while still in cache.
+
+`trace_heads` writes every step (the trace); `attend_heads` only the output, keeping the block's
+scores in a scratch buffer and, under a causal mask, never computing the masked triangle. One
+compiled kernel serves every arithmetic (the `rule` codes), so each compiles once per dtype; the
+readable per-stage kernels in `kernels.py` stay the reference, used for small scenarios.
+"""
+import math
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from . import _numba_cache
+from .fastexp import exp_row
+
+_numba_cache.listen()  # compile notices for a front end (tracer.on_compile)
+
+# rule = (scale, mask, normalize, power, stable), small integers
+SCALE_NONE, SCALE_DIVIDE, SCALE_FLOOR = 0, 1, 2
+MASK_NONE, MASK_CAUSAL, MASK_MATRIX = 0, 1, 2
+NORM_SOFTMAX, NORM_RELU = 0, 1
+POWER_E, POWER_BASE = 0, 1
+# where each n × n step sits in the grid passed to trace_heads (-1: not recorded)
+SCORES, SCALED, MASKED, EXP, WEIGHTS = range(5)
+
+# Row helpers work in place on one row `a` (a copy first when the step is recorded): with a
+# separate source the compiler cannot rule out overlap and may fall back to scalar code.
+
+@njit
+def _powers(a, end, shift, power, base):
+    """a = power^(a − shift) on the first `end` keys, 0 past them (masked: −∞ gives 0 anyway)."""
+    if power == POWER_E:
+        exp_row(a, end, shift)
+    else:  # pow, so that small integer powers (3² = 9) come out exact, as in kernels.base_powers
+        for j in range(end):
+            a[j] = base ** (a[j] - shift)
+    a[end:] = 0.0
+
+
+@njit(fastmath={"reassoc"})
+def _total(a, end):
+    total = 0.0
+    for j in range(end):
+        total += a[j]
+    return total
+
+
+@njit
+def _max(a, end):
+    """max(a[:end]), 64 keys at a time (a plain max loop does not vectorise)."""
+    stop = end - end % 64
+    lanes = a[:64].copy() if stop else np.full(64, -np.inf, dtype=a.dtype)
+    for j0 in range(64, stop, 64):
+        np.maximum(lanes, a[j0:j0 + 64], lanes)
+    m = lanes.max()
+    for j in range(stop, end):
+        m = max(m, a[j])
+    return m
+
+
+@njit
+def _scale(a, mode, c):
+    if mode == SCALE_DIVIDE:
+        for j in range(a.shape[0]):
+            a[j] = a[j] / c
+    elif mode == SCALE_FLOOR:
+        for j in range(a.shape[0]):
+            a[j] = math.floor(a[j] / c)
+
+
+@njit
+def _mask(a, i, mode, allowed):
+    """−∞ where query i may not attend; returns how many leading keys may be non-zero
+    (i + 1 under a causal mask, all of them otherwise)."""
+    if mode == MASK_CAUSAL:
+        end = min(i + 1, a.shape[0])
+        a[end:] = -np.inf
+        return end
+    if mode == MASK_MATRIX:
+        for j in range(a.shape[0]):
+            a[j] = a[j] if allowed[i, j] else -np.inf
+    return a.shape[0]
+
+
+@njit
+def _softmax_powers(a, end, rule, base):
+    """The powers of a row (in place), shifted by its max when stable; returns their sum."""
+    shift = 0.0
+    if rule[4]:
+        shift = _max(a, end)
+        if shift == -np.inf:  # every key masked: 0, to avoid −∞ − −∞
+            shift = 0.0
+    _powers(a, end, shift, rule[3], base)
+    return _total(a, end)
+
+
+@njit
+def _divide(a, total):
+    """Weights = powers ÷ the sum; a query with nothing to attend (sum 0) gets zeros."""
+    if total > 0:
+        for j in range(a.shape[0]):
+            a[j] = a[j] / total
+    else:
+        a[:] = 0.0
+
+
+@njit
+def _relu(a):
+    for j in range(a.shape[0]):
+        a[j] = a[j] if a[j] > 0 else 0.0
+
+
+@njit(fastmath={"reassoc"})
+def _finite(a):
+    """No inf or NaN in a (x·0 is NaN exactly for those): a hidden −∞ score would otherwise
+    become a 0 weight without a word."""
+    t = 0.0
+    for j in range(a.shape[0]):
+        t += a[j] * 0.0
+    return t == 0.0
+
+
+@njit
+def _zigzag(r, blocks):
+    """Block order 0, last, 1, last-1, …: under a causal mask late blocks cost more, and the
+    static split of a parallel loop then gives every thread a fair share."""
+    return r // 2 if r % 2 == 0 else blocks - 1 - r // 2
+
+
+@njit(parallel=True, cache=True)
+def trace_heads(q, k, v, grid, slots, sums, z, bad, rule, c, base, allowed, block, threads):
+    """Every step of every head: q, k, v are heads × n × d; grid holds the n × n steps
+    (slots say where: scores, scaled, masked, exp, weights), sums is heads × n × 1, z heads × n × d_v;
+    bad[h] becomes 1 when head h's scores or scaled scores hold an inf or NaN;
+    threads: numba's thread count (one scratch block each; asked here, it would stop caching)."""
+    heads, n = q.shape[0], q.shape[1]
+    blocks = (n + block - 1) // block
+    causal = rule[1] == MASK_CAUSAL
+    scratch = np.empty((threads, block * n), dtype=q.dtype)
+    for t in prange(heads * blocks):
+        h = t // blocks
+        b0 = _zigzag(t % blocks, blocks) * block
+        b1 = min(n, b0 + block)
+        s = grid[slots[SCORES], h]
+        np.dot(q[h, b0:b1], k[h].T, s[b0:b1])
+        width = b1 if causal else n              # keys any query of the block may attend
+        p = scratch[numba.get_thread_id(), :(b1 - b0) * width].reshape((b1 - b0, width))
+        for i in range(b0, b1):
+            cur = s[i]
+            if rule[0] != SCALE_NONE:
+                a = grid[slots[SCALED], h, i]
+                a[:] = cur
+                _scale(a, rule[0], c)
+                cur = a
+            if not (_finite(s[i]) and _finite(cur)):
+                bad[h] = 1
+            end = n
+            if rule[1] != MASK_NONE:
+                a = grid[slots[MASKED], h, i]
+                a[:] = cur
+                end = _mask(a, i, rule[1], allowed)
+                cur = a
+            w = grid[slots[WEIGHTS], h, i]
+            if rule[2] == NORM_SOFTMAX:
+                e = grid[slots[EXP], h, i]
+                e[:end] = cur[:end]
+                sums[h, i, 0] = _softmax_powers(e, end, rule, base)
+                w[:] = e
+                _divide(w, sums[h, i, 0])
+            else:
+                w[:] = cur
+                _relu(w)
+            p[i - b0, :] = w[:width]             # contiguous copy for BLAS (zeros past the diagonal)
+        np.dot(p, v[h, :width], z[h, b0:b1])
+
+
+@njit(parallel=True, cache=True)
+def attend_heads(q, k, v, out, rule, c, base, allowed, block, threads):
+    """The heads' outputs only, side by side in out (n × heads·d_v); nothing else is kept."""
+    heads, n, d_v = q.shape[0], q.shape[1], v.shape[2]
+    blocks = (n + block - 1) // block
+    causal = rule[1] == MASK_CAUSAL
+    scratch = np.empty((threads, block * (n + d_v)), dtype=q.dtype)
+    for t in prange(heads * blocks):
+        h = t // blocks
+        b0 = _zigzag(t % blocks, blocks) * block
+        b1 = min(n, b0 + block)
+        rows, width = b1 - b0, (b1 if causal else n)   # causal: keys past the block never count
+        buf = scratch[numba.get_thread_id()]
+        s = buf[:rows * width].reshape((rows, width))
+        zb = buf[rows * width:rows * (width + d_v)].reshape((rows, d_v))
+        np.dot(q[h, b0:b1], k[h, :width].T, s)
+        for r in range(rows):
+            a = s[r]
+            _scale(a, rule[0], c)
+            end = _mask(a, b0 + r, rule[1], allowed)
+            if rule[2] == NORM_SOFTMAX:
+                _divide(a, _softmax_powers(a, end, rule, base))
+            else:
+                _relu(a)
+        np.dot(s, v[h, :width], zb)
+        out[b0:b1, h * d_v:(h + 1) * d_v] = zb
