@@ -1,66 +1,6 @@
-"""Helpers for the TUI tests: open the app at a pinned size and wait until a trace is on screen;
-read what a matrix view draws; small scenario files written to a temporary folder."""
-from __future__ import annotations
-
-import asyncio
-import functools
-from contextlib import asynccontextmanager
-
+"""The TUI tests' fixture: scenario files written to a temporary folder (helpers live in
+tui_helpers.py, imported by name, so they never clash with the suite's own conftest)."""
 import pytest
-
-from tui.app import AttnApp
-
-
-def pilot_test(fn):
-    """Runs an async test in its own event loop (no pytest async plugin needed)."""
-    @functools.wraps(fn)
-    def run(*args, **kwargs):
-        return asyncio.run(fn(*args, **kwargs))
-    return run
-
-
-async def settle(pilot, timeout: float = 60.0) -> None:
-    """Waits for the tracer's workers and the messages they post."""
-    app = pilot.app
-    for _ in range(int(timeout / 0.05)):
-        await pilot.pause()
-        await app.workers.wait_for_complete()
-        await pilot.pause()
-        screen = app.screen
-        if not app.workers._workers and getattr(screen, "trace", True) is not None:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the trace never appeared")
-
-
-@asynccontextmanager
-async def opened(*args, size=(100, 30)):
-    app = AttnApp(*args)
-    async with app.run_test(size=size) as pilot:
-        await settle(pilot)
-        yield app, pilot
-
-
-def drawn(view) -> list[list[str]]:
-    """The words of each line the matrix view draws now (line 0: the column labels)."""
-    return [view.render_line(y).text.split() for y in range(view.scrollable_content_region.height)]
-
-
-def screen_text(app) -> str:
-    """Everything on screen now, as plain text lines (what a person would read)."""
-    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
-
-
-def status_text(app) -> str:
-    from tui.widgets.status import StatusBar
-    return str(app.screen.query_one(StatusBar).render())
-
-
-async def go_to(pilot, step_id: str) -> None:
-    """Shows a step (the `n` key itself is tested on its own; this is quicker than pressing it)."""
-    pilot.app.screen.go(step_id)
-    await settle(pilot)
-    assert pilot.app.screen.step_id == step_id
 
 
 @pytest.fixture
@@ -70,23 +10,3 @@ def scenario_file(tmp_path):
         path.write_text(text, encoding="utf-8")
         return str(path)
     return write
-
-
-TWO_HEADS = """
-layout = "rows"
-mask = "causal"
-tokens = ["the", "cat", "sat"]
-x = [[1, 0], [0, 1], [1, 1]]
-[weights]
-q = [[[1, 0], [0, 1]], [[0, 1], [1, 0]]]
-k = [[[1, 0], [0, 1]], [[1, 1], [0, 1]]]
-v = [[[1, 0], [0, 1]], [[2, 0], [0, 2]]]
-"""
-
-BROKEN = """
-x = [[1, 2], [3]]
-[weights]
-q = [[1]]
-k = [[1]]
-v = [[1]]
-"""

@@ -13,7 +13,7 @@ from tui.screens.picker import PickerScreen
 from tui.screens.settings import SettingsScreen
 from tui.widgets.matrix import MatrixView
 
-from conftest import BROKEN, drawn, go_to, opened, pilot_test, screen_text, settle, status_text
+from tui_helpers import BROKEN, drawn, go_to, opened, pilot_test, screen_text, settle, status_text
 
 
 def test_top_keys_changed_names_ties():

@@ -8,7 +8,7 @@ from tui.widgets.cell_info import CellInfo
 from tui.widgets.matrix import MatrixView
 from tui.widgets.steps import StepList
 
-from conftest import TWO_HEADS, drawn, go_to, opened, pilot_test, screen_text, settle, status_text
+from tui_helpers import TWO_HEADS, drawn, go_to, opened, pilot_test, screen_text, settle, status_text
 
 
 def cell_story(app) -> str:

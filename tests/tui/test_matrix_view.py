@@ -9,7 +9,7 @@ from textual.app import App
 from tui.widgets.heat import Scale, text
 from tui.widgets.matrix import MatrixView
 
-from conftest import drawn, pilot_test
+from tui_helpers import drawn, pilot_test
 
 
 class One(App):

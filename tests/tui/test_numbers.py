@@ -10,7 +10,7 @@ import numpy as np
 from tui.widgets.cell_info import CellInfo
 from tui.widgets.matrix import MatrixView
 
-from conftest import drawn, go_to, opened, pilot_test, settle, status_text
+from tui_helpers import drawn, go_to, opened, pilot_test, settle, status_text
 
 FILE = Path(__file__).resolve().parents[2] / "scenarios" / "by_hand.toml"
 
@@ -44,7 +44,8 @@ def number(text: str) -> float:
 
 
 def test_the_worksheet_column_of_q1():
-    assert [row[0] for row in by_hand_weights()] == [Fraction(9, 46), Fraction(27, 46), Fraction(1, 46), Fraction(9, 46)]
+    q1 = [row[0] for row in by_hand_weights()]
+    assert q1 == [Fraction(9, 46), Fraction(27, 46), Fraction(1, 46), Fraction(9, 46)]
 
 
 @pilot_test

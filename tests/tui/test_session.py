@@ -56,7 +56,7 @@ def test_carry_cell_transposes_and_clamps():
 
 
 def test_head_steps_show_one_head_and_the_shared_steps(scenario_file):
-    from conftest import TWO_HEADS
+    from tui_helpers import TWO_HEADS
     trace = tracer.run(scenario_file("two.toml", TWO_HEADS))
     ids = [s.id for s in head_steps(trace, 1)]
     assert ids[0] == "x" and ids[-1] == "concat"

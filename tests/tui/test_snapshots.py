@@ -2,7 +2,7 @@
 what a person sees fails here until it is looked at and accepted with --snapshot-update."""
 from tui.app import AttnApp
 
-from conftest import go_to, settle
+from tui_helpers import go_to, settle
 
 
 def keys(*presses, step: str = "x"):

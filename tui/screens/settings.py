@@ -25,6 +25,10 @@ def _text(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
+def _select(options, value, key: str) -> Select:
+    return Select(options, value=value, allow_blank=False, compact=True, id=key)
+
+
 class SettingsScreen(ModalScreen[Session | None]):
     BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
 
@@ -41,19 +45,19 @@ class SettingsScreen(ModalScreen[Session | None]):
             yield Label("Arithmetic, key by key (enter applies, esc cancels)", classes="dialog-title")
             with Grid(id="fields"):
                 yield Label("preset")
-                yield Select([(p, p) for p in PRESETS], value=self.session.preset, allow_blank=False, compact=True, id="preset")
+                yield _select([(p, p) for p in PRESETS], self.session.preset, "preset")
                 for key in TYPED:
                     yield Label(key)
                     yield Input(_text(getattr(a, key)), placeholder=HINTS[key], compact=True, id=key)
                 for key, values in CHOSEN.items():
                     yield Label(key)
-                    yield Select([(v, v) for v in values], value=_text(getattr(a, key)), allow_blank=False, compact=True, id=key)
+                    yield _select([(v, v) for v in values], _text(getattr(a, key)), key)
                 yield Label("mask")
-                yield Select([(f"the scenario's ({scenario_mask})", "scenario"), ("none", "none"), ("causal", "causal")],
-                             value=mask_now if isinstance(mask_now, str) else "scenario", allow_blank=False, compact=True, id="mask")
+                masks = [(f"the scenario's ({scenario_mask})", "scenario"), ("none", "none"), ("causal", "causal")]
+                yield _select(masks, mask_now if isinstance(mask_now, str) else "scenario", "mask")
                 yield Label("layout")
-                yield Select([("rows: one row per token", "rows"), ("columns: one column per token", "columns")],
-                             value=self.layout_now, allow_blank=False, compact=True, id="layout")
+                layouts = [("rows: one row per token", "rows"), ("columns: one column per token", "columns")]
+                yield _select(layouts, self.layout_now, "layout")
             yield Label("", id="error")
             with Horizontal(classes="buttons"):
                 yield Button("Apply", variant="primary", compact=True, id="apply")
