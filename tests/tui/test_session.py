@@ -90,3 +90,11 @@ def test_input_panels_rows_layout_use_a_weight_column(by_hand):
     x, w = input_panels(trace, trace.step("h0.k"), 3, 1)   # token x4, feature 1 of K
     assert sorted(x.cells) == [(3, m) for m in range(6)]
     assert sorted(w.cells) == [(m, 1) for m in range(6)]
+
+
+def test_run_kind_tells_apart_what_needs_other_kernels(by_hand):
+    from tui.screens.main import run_kind
+    assert run_kind(by_hand.with_option("scale", "3")) == run_kind(by_hand.with_option("scale", "5"))  # numbers only
+    for key, value in [("dtype", "float32"), ("normalize", "relu"), ("stable", "true"),
+                       ("softmax_base", "e"), ("mask", "causal"), ("layout", "rows")]:
+        assert run_kind(by_hand.with_option(key, value)) != run_kind(by_hand), key

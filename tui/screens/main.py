@@ -26,13 +26,27 @@ from .session import Session, axis_labels, carry_cell, cell_name, head_steps, in
 
 INLINE_CELLS = 1 << 16   # re-runs this small happen at once; larger ones in a worker
 PANELS = 3               # at most this many source matrices beside the current one
-_warm = False            # kernels compiled (or loaded from numba's cache) in this process
+_seen: set = set()       # kinds of run done in this process; a new kind may compile kernels (seconds)
+
+
+def run_kind(session: Session) -> tuple:
+    """What decides which kernels a run needs (dtype, variants, layout, mask), not the numbers."""
+    a, sc = session.arithmetic(), session.scenario
+    scale = a.scale if isinstance(a.scale, str) else "number"
+    mask = a.mask if a.mask is None or isinstance(a.mask, str) else "matrix"
+    return (a.dtype, a.normalize, a.softmax_base == "e", a.stable, scale, a.layout or sc.layout,
+            mask, str(sc.mask) if isinstance(sc.mask, str) else "matrix", sc.x.dtype.str, sc.heads > 1)
 
 
 @dataclass
 class Loaded(Message):
     session: Session
     trace: tracer.Trace
+
+
+@dataclass
+class Compiling(Message):
+    text: str
 
 
 @dataclass
@@ -89,34 +103,41 @@ class MainScreen(Screen):
         for n in range(PANELS):
             self.query_one(f"#in{n}").display = False
         self.query_one("#current").focus()
+        # numba says when a kernel really compiles (not on a cache hit); post_message is thread-safe
+        tracer.on_compile(lambda text: self.post_message(Compiling(text)))
         spec, preset, overrides = self.spec, self.preset, self.overrides
         self.load(lambda: Session.open(spec, preset, overrides), fallback=True, what=f"opening {spec}")
 
+    def on_unmount(self) -> None:
+        tracer.on_compile(None)
+
+    def on_compiling(self, message: Compiling) -> None:
+        self.query_one(StatusBar).say(message.text, "busy")
+
     # ------------------------------------------------------------ running the tracer
     def load(self, make, fallback: bool = False, inline: bool = False, what: str = "tracing") -> None:
-        """Runs `make()` → Session, then the trace: at once when small and compiled, else in a worker."""
-        if inline and _warm:
+        """Runs `make()` → Session, then the trace: at once when `inline` (small, and a kind of run
+        already done, so nothing compiles), else in a worker with a message on screen."""
+        if inline:
             try:
                 session = make()
                 self._apply(session, session.run())
             except Exception as err:  # noqa: BLE001  bad input must never end the app
                 self._fail(_one_line(err), fallback)
             return
-        first = "" if _warm else " and compiling the kernels (first run only; cached afterwards)"
-        self.query_one(StatusBar).say(f"{what}{first}…", "busy")
+        self.query_one(StatusBar).say(f"{what}…", "busy")
         self.query_one("#work").loading = self.trace is None
         self._work(make, fallback)
 
     @work(thread=True, exclusive=True, group="trace")
     def _work(self, make, fallback: bool) -> None:
-        global _warm
         try:
             session = make()
             trace = session.run()
             same = self.trace is not None and self.trace.scenario is session.scenario
             if trace.lazy and same:  # the step on view is kept: compute its head now, off the screen's thread
                 trace[nearest_step(trace, self.step_id, self._kind(), self.head)]
-            _warm = True
+            _seen.add(run_kind(session))
             message = Loaded(session, trace)
         except Exception as err:  # noqa: BLE001
             message = Failed(_one_line(err), fallback)
@@ -259,9 +280,13 @@ class MainScreen(Screen):
         self.rerun(self.session.swapped())
 
     def rerun(self, session: Session) -> None:
-        if session is not None and self.session is not None:
-            self.load(lambda: Session.open(session.scenario, session.preset, session.overrides),
-                      inline=session.cells() <= INLINE_CELLS)
+        if session is None or self.session is None:
+            return
+        try:
+            inline = session.cells() <= INLINE_CELLS and run_kind(session) in _seen
+        except tracer.ScenarioError:  # a bad value: the worker reports it like any other error
+            inline = False
+        self.load(lambda: Session.open(session.scenario, session.preset, session.overrides), inline=inline)
 
     def set_option(self, key: str, value) -> None:
         self.rerun(self.session.with_option(key, value))
