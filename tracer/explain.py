@@ -44,6 +44,14 @@ def _project(trace, step, i, j, left, w, w_name, left_name, f) -> str:
     return f"= {left_name}·{w_name}[:, {j}] = {_dot(row, col, f)}"
 
 
+def rational(arithmetic, d_k: int) -> bool:
+    """Whether this arithmetic keeps rational inputs rational (÷2, 3ˣ: yes; ÷√3, eˣ: no).
+    Under irrational arithmetic a value near a small fraction is a coincidence, not a fraction."""
+    if arithmetic.normalize == "softmax" and arithmetic.softmax_base == "e":
+        return False
+    return arithmetic.scale != "sqrt" or math.isqrt(d_k) ** 2 == d_k
+
+
 def explain(trace, step_id: str, row: int, col: int, fractions: bool = True) -> str:
     step = trace.step(step_id)
     rows, cols = step.shape
@@ -54,6 +62,7 @@ def explain(trace, step_id: str, row: int, col: int, fractions: bool = True) -> 
     a = trace.rows(step_id)
     value = a[i, j]
     tol = tolerance(trace.dtype)
+    fractions = fractions and rational(trace.arithmetic, trace.scenario.d_k)
     f = lambda v: fmt(v, fractions, tol=tol)          # noqa: E731
     fa = lambda v: fmt_approx(v, fractions, tol=tol)  # noqa: E731
     h, p = step.head, f"h{step.head}."
