@@ -8,12 +8,15 @@ readable per-stage kernels in `kernels.py` stay the reference, used for small sc
 """
 import math
 
-import numba
 import numpy as np
-from numba import njit, prange
 
 from . import _numba_cache
-from .fastexp import exp_row
+
+_numba_cache.preload_blas()  # before numba: see there
+import numba  # noqa: E402
+from numba import njit, prange  # noqa: E402
+
+from .fastexp import exp_row  # noqa: E402
 
 _numba_cache.listen()  # compile notices for a front end (tracer.on_compile)
 

@@ -21,7 +21,7 @@ from .steps import Step
 
 EAGER_BYTES = 1 << 30   # traces up to this size are computed whole; larger ones per head on demand
 RESIDENT_HEADS = 2      # heads whose full intermediates a lazy trace keeps at once
-MEMORY_SHARE = 0.7      # of the machine's RAM that a whole trace (lazy=False) may take
+MEMORY_SHARE = 0.7      # of the machine's RAM that a whole trace may take (and 90% of what is free)
 
 
 class Trace:
@@ -157,7 +157,6 @@ class Trace:
 
 
 _presets: dict[tuple, Arithmetic] = {}   # resolved arithmetics, reused (they are immutable)
-_ram: list[int] = []
 
 
 def _resolve(preset: str, overrides: dict) -> Arithmetic:
@@ -174,16 +173,32 @@ def _resolve(preset: str, overrides: dict) -> Arithmetic:
         return arith
 
 
-def _refuse_if_too_big(trace: Trace, need: int) -> None:
+def _memory() -> tuple[int, int]:
+    """(bytes of RAM, bytes available now): /proc/meminfo where there is one."""
+    from .random_scenario import physical_memory
+    ram = physical_memory()
+    try:
+        with open("/proc/meminfo") as f:
+            free = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        free = ram // 2
+    return ram, free
+
+
+def _fits(need: int) -> bool:
+    if need <= 1 << 26:  # small: never worth asking the OS
+        return True
+    ram, free = _memory()
+    return need <= MEMORY_SHARE * ram and need <= 0.9 * free
+
+
+def _refuse(trace: Trace, need: int) -> None:
     """A whole trace that would not fit in memory is refused before anything is allocated."""
-    if not _ram:
-        from .random_scenario import physical_memory
-        _ram.append(physical_memory())
-    have = _ram[0]
-    if need > MEMORY_SHARE * have:
-        raise ScenarioError("lazy", f"the whole trace needs about {need / 2**30:.1f} GiB, more than this "
-                            f"machine can hold ({have / 2**30:.1f} GiB of RAM); expected lazy=True "
-                            "(heads computed on demand) or fewer tokens", trace.scenario.source)
+    ram, free = _memory()
+    raise ScenarioError("lazy", f"the whole trace needs about {need / 2**30:.1f} GiB, more than this machine "
+                        f"can give it ({free / 2**30:.1f} GiB available of {ram / 2**30:.1f} GiB of RAM); "
+                        "expected lazy=True (heads computed on demand, a few kept) or fewer tokens",
+                        trace.scenario.source)
 
 
 def run(scenario, arithmetic: str | None = None, *, lazy: bool | None = None, engine: str = "auto",
@@ -207,9 +222,12 @@ def run(scenario, arithmetic: str | None = None, *, lazy: bool | None = None, en
     steps, by_id, cells = cached_plan(scenario, arith, layout, mask)
     trace = Trace(scenario, arith, layout, mask, steps, lazy=False, engine=engine, by_id=by_id)
     nbytes = cells * trace.dtype.itemsize
-    trace.lazy = nbytes > EAGER_BYTES if lazy is None else bool(lazy)
-    if not trace.lazy:
-        _refuse_if_too_big(trace, nbytes)
+    if lazy is None:  # by size, and lazy anyway when the whole would not fit
+        trace.lazy = nbytes > EAGER_BYTES or not _fits(nbytes)
+    else:
+        trace.lazy = bool(lazy)
+        if not trace.lazy and not _fits(nbytes):
+            _refuse(trace, nbytes)
     allowed = trace.allowed
     if allowed is not None and not allowed.any(axis=1).all():
         lonely = [scenario.tokens[i] for i in np.flatnonzero(~allowed.any(axis=1))]
