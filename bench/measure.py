@@ -13,15 +13,21 @@ import time
 import numpy as np
 
 
+GAP = 0.15  # seconds of rest before each timed run: the previous contender's idle threads
+#            (BLAS and OpenMP pools spin for a while after each call) have gone to sleep
+
+
 def round_robin(calls: dict, reps: int, batch: int = 1, warm: bool = True) -> dict[str, float]:
     """Median seconds per call of each callable: one warm-up each (compiles, first touches) unless
-    done already, then `reps` rounds in which every contender runs once (`batch` calls, timed together)."""
+    done already, then `reps` rounds in which every contender runs once (`batch` calls, timed
+    together), each after a short rest so that no contender pays for another's spinning threads."""
     for call in calls.values() if warm else ():
         call()
     times = {name: [] for name in calls}
     for _ in range(reps):
         for name, call in calls.items():
             gc.collect()
+            time.sleep(GAP)
             start = time.perf_counter()
             for _ in range(batch):
                 call()

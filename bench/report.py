@@ -27,8 +27,8 @@ def row(case, dtype, name, seconds, sdpa, numpy, flops, peak, memory) -> list[st
         return [case, dtype, name, seconds, "", "", "", "", ""]
     gflops = flops / seconds / 1e9
     ratio = lambda base: f"{seconds / base:.2f}" if isinstance(base, float) else "—"  # noqa: E731
-    return [case, dtype, name, duration(seconds), ratio(sdpa), ratio(numpy), f"{gflops:.1f}",
-            f"{100 * gflops / peak:.0f}%", size(memory)]
+    return [case, dtype, name, duration(seconds), ratio(sdpa), ratio(numpy), f"{gflops:.3g}",
+            f"{100 * gflops / peak:.2g}%", size(memory)]
 
 
 def table(rows: list[list[str]]) -> str:
@@ -58,8 +58,10 @@ def machine(peaks: dict) -> str:
 
 
 NOTES = """\
-- median: of the timed runs, taken round robin after one warm-up each (compiling, first touch);
-  the by-hand case times batches of calls. Ratios compare contenders of the same run.
+- median: of the timed runs, taken round robin after one warm-up each (compiling, first touch),
+  each run after a 0.15 s rest (so that no contender pays for the previous one's still-spinning
+  BLAS/OpenMP threads); the by-hand case times batches of calls. Ratios compare contenders of
+  the same run.
 - attnsim traced: `tracer.run(scenario, dtype=...)`, every step recorded (a trace too big for this
   machine's memory is computed head by head, keeping a few heads); untraced: `tracer.attention(...)`,
   the output only.

@@ -287,7 +287,7 @@ def test_scipy_linalg_still_imports_normally_after_the_blas_preload():
 
 def test_compile_notices_only_when_a_kernel_is_compiled(tmp_path):
     code = ("import tracer\nseen = []\ntracer.on_compile(seen.append)\n"
-            "tracer.run('by_hand')\nprint(len(seen)); print(seen[0] if seen else '')")
+            "tracer.run('by_hand', engine='stages')\nprint(len(seen)); print(seen[0] if seen else '')")
     first = _python(code, NUMBA_CACHE_DIR=str(tmp_path)).splitlines()
     assert int(first[0]) >= 5 and "compiling" in first[1] and "cached afterwards" in first[1]
     again = _python(code, NUMBA_CACHE_DIR=str(tmp_path)).splitlines()
@@ -296,3 +296,14 @@ def test_compile_notices_only_when_a_kernel_is_compiled(tmp_path):
 
 def test_importing_tracer_does_not_import_numba():
     assert _python("import sys, tracer\nprint('numba' in sys.modules)").strip() == "False"
+
+
+def test_a_tiny_trace_runs_its_kernels_uncompiled_with_the_same_numbers():
+    out = _python("import sys, numpy as np, tracer\n"
+                  "runs = [tracer.run('by_hand', p) for p in ('by-hand', 'exact')]\n"
+                  "print('numba' in sys.modules)\n"
+                  "again = [tracer.run('by_hand', p, engine='stages') for p in ('by-hand', 'exact')]\n"
+                  "print('numba' in sys.modules)\n"
+                  "print(all(np.allclose(a[s.id], b[s.id], rtol=1e-15, atol=0) for a, b in zip(runs, again)"
+                  " for s in a.steps))").split()
+    assert out == ["False", "True", "True"]

@@ -1,7 +1,8 @@
-"""Holds numba's BLAS to one thread while a parallel kernel runs (each of its threads calls BLAS).
+"""Holds BLAS to one thread while a parallel kernel runs (each of its threads calls BLAS).
 
 numba's np.dot calls SciPy's OpenBLAS; left multi-threaded inside a parallel loop it would start
-threads within threads (slower, and OpenBLAS warns it may hang). Found once, by name, on Linux.
+threads within threads (slower, and OpenBLAS warns it may hang). Every OpenBLAS loaded (SciPy's,
+NumPy's) is held, since nothing else runs meanwhile. Found once, by name, on Linux.
 """
 from __future__ import annotations
 
@@ -10,28 +11,33 @@ import threading
 from contextlib import contextmanager
 
 _lock = threading.Lock()   # one parallel kernel at a time: it uses every core anyway
-_api = None                # (set_num_threads, get_num_threads) or False when not found
+_api = None                # [(set_num_threads, get_num_threads), ...]; [] when none found
 
 
-def _find():
-    """SciPy's OpenBLAS thread controls, or False (another BLAS, or not Linux)."""
+def _find() -> list:
+    """The thread controls of every OpenBLAS loaded (numba's is SciPy's), or [] (another BLAS,
+    or not Linux)."""
+    from . import _numba_cache
+    _numba_cache.preload_blas()
     import scipy.linalg.cython_blas  # noqa: F401  (loads the library numba's np.dot uses)
     try:
         with open("/proc/self/maps") as maps:
-            paths = {line.split()[-1] for line in maps if "openblas" in line and "scipy" in line}
+            paths = {line.split()[-1] for line in maps if "openblas" in line.lower()}
     except OSError:
-        return False
+        return []
+    found = []
     for path in sorted(paths):
         try:
             lib = ctypes.CDLL(path)
         except OSError:
             continue
-        for prefix in ("scipy_openblas", "openblas"):
+        for prefix in ("scipy_openblas", "scipy_openblas64_", "openblas"):
             try:
-                return getattr(lib, prefix + "_set_num_threads"), getattr(lib, prefix + "_get_num_threads")
+                found.append((getattr(lib, prefix + "_set_num_threads"), getattr(lib, prefix + "_get_num_threads")))
+                break
             except AttributeError:
                 continue
-    return False
+    return found
 
 
 def can_limit() -> bool:
@@ -49,10 +55,11 @@ def one_thread():
         if not can_limit():
             yield
             return
-        set_threads, get_threads = _api
-        old = get_threads()
-        set_threads(1)
+        old = [get() for _, get in _api]
+        for put, _ in _api:
+            put(1)
         try:
             yield
         finally:
-            set_threads(old)
+            for (put, _), threads in zip(_api, old):
+                put(threads)

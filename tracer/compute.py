@@ -10,6 +10,7 @@ import numpy as np
 from . import _pool
 
 FUSED_CELLS = 1 << 20   # heads · n² from which the fused kernels pay for their compile time
+TINY_CELLS = 1 << 12    # heads · n² up to which the stage kernels may run uncompiled (see stages)
 BLOCK = 64              # queries per fused task: a block's scores stay in L2
 
 
@@ -41,9 +42,31 @@ def _heads(w, heads: list[int], dtype) -> np.ndarray:
     return np.ascontiguousarray(sel, dtype=dtype)
 
 
-def _project(x, w) -> np.ndarray:
+def rows_per_task(n: int, heads: int) -> int:
+    """Rows per matmul task: whole heads when there are enough of them, else a few blocks each."""
+    import numba
+    want = -(-n * heads // (4 * numba.config.NUMBA_NUM_THREADS))   # about 4 tasks per thread
+    return min(n, max(BLOCK, -(-want // BLOCK) * BLOCK))
+
+
+def matmul(x, w) -> np.ndarray:
+    """x·w[h] for every head h (w: heads × d × m) into one heads × n × m array, on numba's threads."""
+    from . import _blas, fused as F
     out = _pool.empty((w.shape[0], x.shape[0], w.shape[2]), x.dtype)
-    return np.matmul(x, w, out=out)
+    with _blas.one_thread():
+        F.matmul_heads(x, w, out, rows_per_task(x.shape[0], w.shape[0]))
+    return out
+
+
+def projections(trace, heads: list[int]):
+    """q, k, v (each heads × n × d), and v↓ or None, for consecutive heads `heads`."""
+    sc, dt, x, n = trace.scenario, trace.dtype, trace._x, trace.scenario.n
+    q, k = matmul(x, _heads(sc.w_q, heads, dt)), matmul(x, _heads(sc.w_k, heads, dt))
+    if sc.w_v_down is None:
+        return q, k, matmul(x, _heads(sc.w_v, heads, dt)), None
+    v_down = matmul(x, _heads(sc.w_v_down, heads, dt))
+    v = np.matmul(v_down, _heads(sc.w_v_up, heads, dt), out=_pool.empty((len(heads), n, sc.d_v), dt))
+    return q, k, v, v_down
 
 
 def fused_heads(trace, heads: list[int]) -> None:
@@ -51,14 +74,7 @@ def fused_heads(trace, heads: list[int]) -> None:
     import numba
     from . import _blas, fused as F
     sc, ar, dt, n = trace.scenario, trace.arithmetic, trace.dtype, trace.scenario.n
-    x = trace._x
-    q, k = _project(x, _heads(sc.w_q, heads, dt)), _project(x, _heads(sc.w_k, heads, dt))
-    v_down = None
-    if sc.w_v_down is not None:
-        v_down = _project(x, _heads(sc.w_v_down, heads, dt))
-        v = np.matmul(v_down, _heads(sc.w_v_up, heads, dt), out=_pool.empty((len(heads), n, sc.d_v), dt))
-    else:
-        v = _project(x, _heads(sc.w_v, heads, dt))
+    q, k, v, v_down = projections(trace, heads)
     rule = rule_for(ar, mask_kind(trace))
     c = ar.scale_divisor(sc.d_k)
     kinds = ["scores"] + (["scaled"] if c is not None else []) + (["masked"] if rule[1] else [])
@@ -108,9 +124,30 @@ def _underflow(trace, h: int, sums: np.ndarray) -> None:
                             "(subtract each query's max first) or larger scores", trace.scenario.source)
 
 
+def stages(trace):
+    """The per-stage kernels: compiled (jit.py), except for a tiny scenario while numba is not
+    loaded yet, which runs them as plain Python: its few dozen numbers take ≈30 µs either way,
+    while loading numba and its cached machine code takes ≈0.4 s (a one-shot `attnsim show`
+    would spend most of its life on it). Same code, same order of operations, same steps."""
+    import sys
+    sc = trace.scenario
+    if trace.may_interpret and "numba" not in sys.modules and sc.heads * sc.n ** 2 <= TINY_CELLS:
+        from . import kernels
+        return kernels
+    from . import jit
+    return jit
+
+
 def stage_head(trace, h: int) -> None:
     """Computes and records head h's steps one kernel per step (the readable reference path)."""
-    from . import kernels as K
+    K = stages(trace)
+    if K.__name__.endswith("kernels"):
+        with np.errstate(all="ignore"):  # inf and NaN are reported as errors, not as warnings
+            return _stage_head(trace, h, K)
+    return _stage_head(trace, h, K)
+
+
+def _stage_head(trace, h: int, K) -> None:
     sc, a, dt, rec = trace.scenario, trace.arithmetic, trace.dtype, trace._record
     p = f"h{h}."
     x = trace._x
@@ -150,7 +187,15 @@ def stage_head(trace, h: int) -> None:
 
 def tail(trace, zs: list[np.ndarray]) -> None:
     """concat, out, residual and norm from the heads' outputs (rows orientation)."""
-    from . import kernels as K
+    if trace.engine == "stages":
+        K = stages(trace)
+    else:
+        from . import jit as K
+    with np.errstate(all="ignore"):
+        _tail(trace, zs, K)
+
+
+def _tail(trace, zs: list[np.ndarray], K) -> None:
     sc, dt = trace.scenario, trace.dtype
     y = zs[0]
     if sc.heads > 1:
@@ -161,8 +206,7 @@ def tail(trace, zs: list[np.ndarray]) -> None:
         trace._record("concat", y)
     if sc.w_o is not None:
         w_o = np.ascontiguousarray(sc.w_o, dtype=dt)
-        y = np.matmul(y, w_o, out=_pool.empty((sc.n, w_o.shape[1]), dt)) if trace.engine == "fused" \
-            else K.project(y, w_o)
+        y = matmul(y, w_o[None])[0] if trace.engine == "fused" else K.project(y, w_o)
         trace._record("out", y)
     if sc.residual:
         y = trace._record("residual", K.add(trace._x, y))

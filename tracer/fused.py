@@ -205,3 +205,17 @@ def attend_heads(q, k, v, out, rule, c, base, allowed, block, threads):
                 _relu(a)
         np.dot(s, v[h, :width], zb)
         out[b0:b1, h * d_v:(h + 1) * d_v] = zb
+
+
+@njit(parallel=True, cache=True)
+def matmul_heads(x, w, out, block):
+    """out[h] = x·w[h] for every h, in tasks of `block` rows: the projections (and W_O, as one
+    'head') on the same threads as the attention kernels, whose idle threads would otherwise
+    spin against a second thread pool."""
+    heads, n = w.shape[0], x.shape[0]
+    blocks = (n + block - 1) // block
+    for t in prange(heads * blocks):
+        h = t // blocks
+        b0 = (t % blocks) * block
+        b1 = min(n, b0 + block)
+        np.dot(x[b0:b1], w[h], out[h, b0:b1])

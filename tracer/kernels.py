@@ -1,34 +1,26 @@
-"""Pure Numba kernels, one per attention stage and per variant.
+"""The per-stage kernels, one per attention stage and per variant: the readable reference.
 
+Plain Python over NumPy arrays, written for numba: `jit.py` compiles each with njit(cache=True)
+(at most twice: float64, float32), and a tiny trace may run them as they are (see compute.py).
 Every kernel works in the *rows* orientation (one row per token / per query) on C-contiguous
-float arrays; the tracer transposes at the boundary for the columns layout, so each kernel
-compiles at most twice (float64, float32). No tracing, I/O or globals in here.
+float arrays; the tracer transposes at the boundary for the columns layout. No tracing, I/O or
+globals in here.
 """
 import math
 
 import numpy as np
 
-from . import _numba_cache
 
-_numba_cache.preload_blas()  # before numba: a third of a cached start-up
-from numba import njit  # noqa: E402
-
-_numba_cache.listen()  # compile notices for a front end (tracer.on_compile)
-
-
-@njit(cache=True)
 def project(x, w):
     """x·W: (n × d_in)·(d_in × d_out), e.g. Q = X·W_Q."""
     return np.dot(x, w)
 
 
-@njit(cache=True)
 def scores(q, k):
     """S = Q·Kᵀ: one row per query, one column per key; S[i, j] = q_i·k_j."""
     return np.dot(q, k.T)
 
 
-@njit(cache=True)
 def divide(s, c):
     """s ÷ c (the ÷√d_k rule, or any constant)."""
     out = np.empty_like(s)
@@ -38,17 +30,15 @@ def divide(s, c):
     return out
 
 
-@njit(cache=True)
 def floor_divide(s, c):
     """⌊s ÷ c⌋: the by-hand stand-in for ÷√d_k that keeps every number an integer."""
     out = np.empty_like(s)
     for i in range(s.shape[0]):
         for j in range(s.shape[1]):
-            out[i, j] = math.floor(s[i, j] / c)
+            out[i, j] = np.floor(s[i, j] / c)
     return out
 
 
-@njit(cache=True)
 def mask(s, allowed):
     """Keep s where a query may attend a key, −∞ elsewhere (so its power is exactly 0)."""
     out = np.empty_like(s)
@@ -58,7 +48,6 @@ def mask(s, allowed):
     return out
 
 
-@njit(cache=True)
 def row_max(s):
     """Each query's largest score (0 for a query whose keys are all masked, to avoid −∞ − −∞)."""
     out = np.empty((s.shape[0], 1), dtype=s.dtype)
@@ -71,17 +60,15 @@ def row_max(s):
     return out
 
 
-@njit(cache=True)
 def exp_powers(s, shift):
     """e^(s − shift), shift being each query's max (stable) or 0 (raw powers)."""
     out = np.empty_like(s)
     for i in range(s.shape[0]):
         for j in range(s.shape[1]):
-            out[i, j] = math.exp(s[i, j] - shift[i, 0])
+            out[i, j] = np.exp(s[i, j] - shift[i, 0])
     return out
 
 
-@njit(cache=True)
 def base_powers(s, shift, base):
     """base^(s − shift) with pow, so that small integer powers (3² = 9) come out exact."""
     out = np.empty_like(s)
@@ -91,7 +78,6 @@ def base_powers(s, shift, base):
     return out
 
 
-@njit(cache=True)
 def row_sums(p):
     """Each query's sum of powers, as an n × 1 column."""
     out = np.zeros((p.shape[0], 1), dtype=p.dtype)
@@ -103,7 +89,6 @@ def row_sums(p):
     return out
 
 
-@njit(cache=True)
 def softmax_weights(p, sums):
     """A = powers ÷ their query's sum; a query with nothing to attend (sum 0) gets zeros."""
     out = np.empty_like(p)
@@ -113,7 +98,6 @@ def softmax_weights(p, sums):
     return out
 
 
-@njit(cache=True)
 def relu_weights(s):
     """A = max(0, s): the ReLU alternative to softmax (not normalised; −∞ becomes 0)."""
     out = np.empty_like(s)
@@ -123,13 +107,11 @@ def relu_weights(s):
     return out
 
 
-@njit(cache=True)
 def weighted_sum(a, v):
     """Z = A·V: each query's output is its weights applied to the values."""
     return np.dot(a, v)
 
 
-@njit(cache=True)
 def concat(zs):
     """The heads' outputs side by side: (heads, n, d_v) → (n, heads·d_v)."""
     heads, n, d_v = zs.shape
@@ -141,7 +123,6 @@ def concat(zs):
     return out
 
 
-@njit(cache=True)
 def finite(a):
     """True when a holds no inf and no NaN (the tracer's check that nothing overflowed)."""
     for i in range(a.shape[0]):
@@ -151,13 +132,11 @@ def finite(a):
     return True
 
 
-@njit(cache=True)
 def add(a, b):
     """The residual connection: a + b, cell by cell."""
     return a + b
 
 
-@njit(cache=True)
 def layer_norm(r, eps):
     """Each token's row shifted to mean 0 and scaled to variance 1 (no learned gain or bias)."""
     out = np.empty_like(r)

@@ -36,6 +36,7 @@ class Trace:
         self.steps: list[Step] = steps
         self.lazy = lazy
         self.engine = compute.engine_for(scenario, engine)
+        self.may_interpret = engine == "auto"   # a tiny trace may skip loading numba (compute.stages)
         self.warnings: list[str] = []
         self.dtype = np.dtype(arithmetic.dtype)
         self._by_id = {s.id: s for s in steps} if by_id is None else by_id
@@ -146,13 +147,14 @@ class Trace:
             bad = np.isnan(a) | (a == np.inf) | ((a == -np.inf) & (step.kind != "masked"))
             if bad.any():
                 r, c = np.argwhere(bad)[0]
-                if self.columns:
+                value = a[r, c]
+                if self.columns:  # say where it is as the layout writes it
                     r, c = c, r
                 hint = ("raw powers overflow: set stable=true (subtract each query's max first) or scale the "
                         "scores down" if step.kind in ("exp", "sums") else
                         "expected inputs small enough for this dtype")
                 raise ScenarioError(step.id, f"a value leaves {self.dtype.name}'s range at [{r}, {c}] "
-                                    f"({a.T[c, r] if self.columns else a[r, c]}); {hint}", self.scenario.source)
+                                    f"({value}); {hint}", self.scenario.source)
         raise ScenarioError("trace", "a value leaves the dtype's range", self.scenario.source)
 
 

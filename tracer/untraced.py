@@ -19,16 +19,10 @@ def attention(scenario, arithmetic: str | None = None, *, engine: str = "auto", 
         return np.array(trace[last])
     import numba
     from . import _blas, fused as F
-    from . import kernels as K
+    from . import jit as K
     sc, ar, dt = trace.scenario, trace.arithmetic, trace.dtype
-    every = list(range(sc.heads))
     x = trace._x
-    q, k = (compute._project(x, compute._heads(w, every, dt)) for w in (sc.w_q, sc.w_k))
-    if sc.w_v_down is not None:
-        v = np.matmul(compute._project(x, compute._heads(sc.w_v_down, every, dt)),
-                      compute._heads(sc.w_v_up, every, dt))
-    else:
-        v = compute._project(x, compute._heads(sc.w_v, every, dt))
+    q, k, v, _ = compute.projections(trace, list(range(sc.heads)))
     rule = compute.rule_for(ar, compute.mask_kind(trace))
     c = ar.scale_divisor(sc.d_k)
     allowed = trace.allowed if rule[1] == F.MASK_MATRIX else np.ones((1, 1), np.bool_)
@@ -38,7 +32,7 @@ def attention(scenario, arithmetic: str | None = None, *, engine: str = "auto", 
                        numba.config.NUMBA_NUM_THREADS)
     del q, k, v
     if sc.w_o is not None:
-        y = y @ np.ascontiguousarray(sc.w_o, dtype=dt)
+        y = compute.matmul(y, np.ascontiguousarray(sc.w_o, dtype=dt)[None])[0]
     if sc.residual:
         y = K.add(x, y)
         if sc.residual["norm"] == "layer":
