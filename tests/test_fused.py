@@ -132,9 +132,10 @@ def test_fused_trace_matches_numpy(dtype, layout, mask_kind, arith):
         assert_close(got, ref, dtype, step_id)
 
 
-@pytest.mark.parametrize("n", [1, 63, 64, 65, 130])
+@pytest.mark.parametrize("n", [1, 127, 128, 129, 258])
 def test_block_edges(n):
-    """Blocks of 64 queries: one token, just under, exactly, just over, two blocks and a bit."""
+    """Blocks of 128 queries (compute.BLOCK): one token, just under, exactly, just over, two
+    blocks and a bit."""
     parts = layer(n=n, heads=2, seed=n)
     trace = tracer.run(scenario(parts, "rows", "causal"), engine="fused")
     want = reference(*parts, np.tri(n, dtype=bool), scale="sqrt", base="e", normalize="softmax",

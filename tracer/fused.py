@@ -6,7 +6,6 @@ scores in a scratch buffer and, under a causal mask, never computing the masked 
 compiled kernel serves every arithmetic (the `rule` codes), so each compiles once per dtype; the
 readable per-stage kernels in `kernels.py` stay the reference, used for small scenarios.
 """
-import math
 
 import numpy as np
 
@@ -70,7 +69,7 @@ def _scale(a, mode, c):
             a[j] = a[j] / c
     elif mode == SCALE_FLOOR:
         for j in range(a.shape[0]):
-            a[j] = math.floor(a[j] / c)
+            a[j] = np.floor(a[j] / c)  # a float (math.floor would make ±inf an integer)
 
 
 @njit
@@ -181,11 +180,15 @@ def trace_heads(q, k, v, grid, slots, sums, z, bad, rule, c, base, allowed, bloc
 
 @njit(parallel=True, cache=True)
 def attend_heads(q, k, v, out, rule, c, base, allowed, block, threads):
-    """The heads' outputs only, side by side in out (n × heads·d_v); nothing else is kept."""
-    heads, n, d_v = q.shape[0], q.shape[1], v.shape[2]
+    """The heads' outputs only, side by side in out (n × heads·d_v); nothing else is kept.
+
+    Two shortcuts the trace cannot take (its steps must hold their own values): ÷c is applied to
+    the block's queries before the product ((q/c)·k, within a rounding of (q·k)/c), and each
+    output row is divided by its sum of powers once (d_v numbers) instead of every weight."""
+    heads, n, d_k, d_v = q.shape[0], q.shape[1], q.shape[2], v.shape[2]
     blocks = (n + block - 1) // block
     causal = rule[1] == MASK_CAUSAL
-    scratch = np.empty((threads, block * (n + d_v)), dtype=q.dtype)
+    scratch = np.empty((threads, block * (n + d_v + d_k + 1)), dtype=q.dtype)
     for t in prange(heads * blocks):
         h = t // blocks
         b0 = _zigzag(t % blocks, blocks) * block
@@ -193,17 +196,30 @@ def attend_heads(q, k, v, out, rule, c, base, allowed, block, threads):
         rows, width = b1 - b0, (b1 if causal else n)   # causal: keys past the block never count
         buf = scratch[numba.get_thread_id()]
         s = buf[:rows * width].reshape((rows, width))
-        zb = buf[rows * width:rows * (width + d_v)].reshape((rows, d_v))
-        np.dot(q[h, b0:b1], k[h, :width].T, s)
+        used = rows * width
+        zb = buf[used:used + rows * d_v].reshape((rows, d_v))
+        used += rows * d_v
+        qb = buf[used:used + rows * d_k].reshape((rows, d_k))
+        sums = buf[used + rows * d_k:used + rows * (d_k + 1)]
+        qb[:, :] = q[h, b0:b1]
+        if rule[0] == SCALE_DIVIDE:
+            for r in range(rows):
+                for j in range(d_k):
+                    qb[r, j] = qb[r, j] / c
+        np.dot(qb, k[h, :width].T, s)
         for r in range(rows):
             a = s[r]
-            _scale(a, rule[0], c)
+            if rule[0] == SCALE_FLOOR:
+                _scale(a, rule[0], c)
             end = _mask(a, b0 + r, rule[1], allowed)
             if rule[2] == NORM_SOFTMAX:
-                _divide(a, _softmax_powers(a, end, rule, base))
+                sums[r] = _softmax_powers(a, end, rule, base)
             else:
                 _relu(a)
         np.dot(s, v[h, :width], zb)
+        if rule[2] == NORM_SOFTMAX:
+            for r in range(rows):
+                _divide(zb[r], sums[r])
         out[b0:b1, h * d_v:(h + 1) * d_v] = zb
 
 
