@@ -96,6 +96,9 @@ def _case(case, dtype, reps, memory: bool, peak: float) -> tuple[list[list[str]]
     notes = _agreement(sc, dtype, calls)
     times = measure.round_robin(calls, reps or case.reps, case.batch, warm=False)
     work = flops(sc, causal=isinstance(sc.mask, str) and sc.mask == "causal")
+    del calls
+    from .contenders import _prepared
+    _prepared.clear()  # before the memory probes (fresh processes) and the next case
     rows = []
     for name in MAKERS:
         if name in skipped:
