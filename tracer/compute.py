@@ -5,12 +5,15 @@ Nothing here imports numba until a kernel is needed, so `import tracer` stays qu
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from . import _pool
 
 FUSED_CELLS = 1 << 20   # heads · n² from which the fused kernels pay for their compile time
 TINY_CELLS = 1 << 12    # heads · n² up to which the stage kernels may run uncompiled (see stages)
+_jit: list = []         # the compiled kernels' module, once loaded
 BLOCK = 128             # queries per fused task (larger blocks: better use of each matrix product)
 
 
@@ -129,22 +132,28 @@ def stages(trace):
     loaded yet, which runs them as plain Python: its few dozen numbers take ≈30 µs either way,
     while loading numba and its cached machine code takes ≈0.4 s (a one-shot `attnsim show`
     would spend most of its life on it). Same code, same order of operations, same steps."""
-    import sys
+    if _jit:
+        return _jit[0]
     sc = trace.scenario
     if trace.may_interpret and "numba" not in sys.modules and sc.heads * sc.n ** 2 <= TINY_CELLS:
         from . import kernels
         return kernels
     from . import jit
+    _jit.append(jit)
     return jit
 
 
 def stage_head(trace, h: int) -> None:
     """Computes and records head h's steps one kernel per step (the readable reference path)."""
     K = stages(trace)
-    if K.__name__.endswith("kernels"):
+    if K is not _jit_or_none():
         with np.errstate(all="ignore"):  # inf and NaN are reported as errors, not as warnings
             return _stage_head(trace, h, K)
     return _stage_head(trace, h, K)
+
+
+def _jit_or_none():
+    return _jit[0] if _jit else None
 
 
 def _stage_head(trace, h: int, K) -> None:
