@@ -64,6 +64,19 @@ def _trace(args, preset=None):
     return tracer.run(args.scenario, preset or args.arithmetic, **parse_set(args.set))
 
 
+def _compile_notice() -> None:
+    """Says once on stderr that kernels are compiling (seconds, the first time only)."""
+    import tracer
+    said = []
+
+    def notice(message: str) -> None:
+        if not said:
+            said.append(message)
+            print(f"{PROG}: compiling kernels for this machine (first run only, cached afterwards)…",
+                  file=sys.stderr, flush=True)
+    tracer.on_compile(notice)
+
+
 def _warn(trace) -> None:
     for message in trace.warnings:
         print(f"{PROG}: warning: {message}", file=sys.stderr)
@@ -153,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
             args = parser().parse_args(["tui", *argv])
         verb = {"list": cmd_list, "show": cmd_show, "export": cmd_export, "diff": cmd_diff,
                 "validate": cmd_validate, "tui": cmd_tui, "bench": cmd_bench}[args.verb]
+        if args.verb != "tui":  # the TUI shows the notice on its status line
+            _compile_notice()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", AttentionWarning)  # printed once, as attnsim: warning
             return verb(args)
