@@ -177,8 +177,6 @@ def test_float32_results_match_float64_where_both_fit():
     np.testing.assert_allclose(t32["h0.weights"], t64["h0.weights"], rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="the cast of x to float32 warns (RuntimeWarning) and the error names "
-                                       "h0.q, not x (bug B2 reported to the lead)")
 def test_float32_overflowing_input_names_the_input():
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)

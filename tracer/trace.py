@@ -42,6 +42,7 @@ class Trace:
         self._by_id = {s.id: s for s in steps} if by_id is None else by_id
         self._data: dict[str, np.ndarray] = {}
         self._resident: OrderedDict[int, None] = OrderedDict()
+        _check_fits(scenario, self.dtype)
         self._x = np.ascontiguousarray(scenario.x, dtype=self.dtype)
         self._record("x", self._x)
 
@@ -238,3 +239,15 @@ def run(scenario, arithmetic: str | None = None, *, lazy: bool | None = None, en
         trace.warnings.append(message)
         warnings.warn(message, AttentionWarning, stacklevel=2)
     return trace if trace.lazy else trace.compute_all()
+
+
+def _check_fits(scenario: Scenario, dtype: np.dtype) -> None:
+    """Inputs too large for a narrower dtype are named as inputs, not as the step they break."""
+    largest = np.finfo(dtype).max
+    for field, a in (("x", scenario.x), ("weights.q", scenario.w_q), ("weights.k", scenario.w_k),
+                     ("weights.v", scenario.w_v), ("weights.v_down", scenario.w_v_down),
+                     ("weights.v_up", scenario.w_v_up), ("weights.o", scenario.w_o)):
+        if a is not None and a.dtype.itemsize > dtype.itemsize and a.size and np.abs(a).max() > largest:
+            raise ScenarioError(field, f"a value ({np.abs(a).max():.3g}) does not fit in {dtype.name} "
+                                f"(largest {largest:.3g}); expected float64 (--set dtype=float64) or smaller inputs",
+                                scenario.source)
