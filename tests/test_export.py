@@ -102,3 +102,14 @@ def test_worksheet_has_every_step_with_formula_and_fractions(tmp_path):
     for step in trace.steps:
         assert f"## `{step.id}`" in text and step.formula in text
     assert "| **x2** | 27/46 | 9/28 | 3/22 | 0.75 |" in text  # the worksheet's key-k2 row of weights
+
+
+def test_text_exports_too_large_are_refused_before_writing(tmp_path, monkeypatch):
+    from tracer import export
+    monkeypatch.setitem(export.TEXT_CELLS, "json", 10)  # by_hand holds far more than 10 numbers
+    target = tmp_path / "t.json"
+    with pytest.raises(tracer.ScenarioError, match="expected npz, or fewer steps"):
+        write_export(tracer.run("by_hand"), target)
+    assert list(tmp_path.iterdir()) == []
+    write_export(tracer.run("by_hand"), target, steps=["h0.sums"])  # 4 numbers: fine
+    assert _strict_load(target)["steps"][0]["id"] == "h0.sums"

@@ -24,6 +24,7 @@ from .numbers import fmt, tolerance
 SCHEMA = "attnsim.trace/1"
 FORMATS = ("json", "npz", "csv", "md")
 BYTES_PER_CELL = {"npz": 8, "json": 25, "csv": 40, "md": 12}  # rough, for the disk-space check
+TEXT_CELLS = {"json": 1 << 27, "csv": 1 << 27, "md": 1 << 20}  # beyond this, text helps nobody
 
 
 def format_for(path: str | os.PathLike, fmt_name: str | None = None) -> str:
@@ -146,6 +147,9 @@ def write_export(trace, path, fmt: str | None = None, steps=None, blank: bool = 
     chosen = selected_steps(trace, steps)
     cells = sum(s.shape[0] * s.shape[1] for s in chosen)
     need = cells * BYTES_PER_CELL[name]
+    if cells > TEXT_CELLS.get(name, cells):
+        raise ScenarioError("--format", f"a {name} export of {cells:,} numbers (about {need / 2**30:.1f} GiB) is more "
+                            "than a text format should hold; expected npz, or fewer steps (--step)")
     folder = Path(path).parent if str(Path(path).parent) else Path(".")
     with contextlib.suppress(OSError):
         free = shutil.disk_usage(folder).free
