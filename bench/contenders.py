@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 import tracer
+from tracer.random_scenario import available_memory
 from tracer.trace import MEMORY_SHARE
 
 NAMES = ("attnsim traced", "attnsim untraced", "NumPy same steps", "PyTorch SDPA", "PyTorch eager steps")
@@ -16,15 +17,6 @@ NAMES = ("attnsim traced", "attnsim untraced", "NumPy same steps", "PyTorch SDPA
 
 class Skip(Exception):
     """A contender that cannot run here (no PyTorch, not enough memory); the message says why."""
-
-
-def available_memory() -> int:
-    try:
-        with open("/proc/meminfo") as f:
-            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
-    except (OSError, StopIteration):
-        from tracer.random_scenario import physical_memory
-        return physical_memory() // 2
 
 
 def _fits(need: int, what: str) -> None:

@@ -24,6 +24,15 @@ def physical_memory() -> int:
         return 16 * 2**30
 
 
+def available_memory() -> int:
+    """Bytes the OS could give now (MemAvailable), or half the RAM where it will not say."""
+    try:
+        with open("/proc/meminfo") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        return physical_memory() // 2
+
+
 def _int(spec: dict, key: str, default=None, low: int = 1, high: int = 1 << 20) -> int:
     value = spec.get(key, default)
     if value is None:

@@ -6,6 +6,7 @@ kernels use, whatever the file's layout.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -73,6 +74,13 @@ class Scenario:
     @property
     def d_out(self) -> int:
         return self.w_o.shape[1] if self.w_o is not None else self.heads * self.d_v
+
+    @functools.cached_property
+    def largest(self) -> dict[str, float]:
+        """Each input's largest magnitude, by field name (checked once against a narrower dtype)."""
+        arrays = {"x": self.x, "weights.q": self.w_q, "weights.k": self.w_k, "weights.v": self.w_v,
+                  "weights.v_down": self.w_v_down, "weights.v_up": self.w_v_up, "weights.o": self.w_o}
+        return {name: float(max(a.max(), -a.min())) for name, a in arrays.items() if a is not None and a.size}
 
     def sizes(self) -> dict:
         """The dimensions that decide how much memory a run takes."""

@@ -177,15 +177,9 @@ def _resolve(preset: str, overrides: dict) -> Arithmetic:
 
 
 def _memory() -> tuple[int, int]:
-    """(bytes of RAM, bytes available now): /proc/meminfo where there is one."""
-    from .random_scenario import physical_memory
-    ram = physical_memory()
-    try:
-        with open("/proc/meminfo") as f:
-            free = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
-    except (OSError, StopIteration, ValueError):
-        free = ram // 2
-    return ram, free
+    """(bytes of RAM, bytes available now)."""
+    from .random_scenario import available_memory, physical_memory
+    return physical_memory(), available_memory()
 
 
 def _fits(need: int) -> bool:
@@ -243,11 +237,11 @@ def run(scenario, arithmetic: str | None = None, *, lazy: bool | None = None, en
 
 def _check_fits(scenario: Scenario, dtype: np.dtype) -> None:
     """Inputs too large for a narrower dtype are named as inputs, not as the step they break."""
-    largest = np.finfo(dtype).max
-    for field, a in (("x", scenario.x), ("weights.q", scenario.w_q), ("weights.k", scenario.w_k),
-                     ("weights.v", scenario.w_v), ("weights.v_down", scenario.w_v_down),
-                     ("weights.v_up", scenario.w_v_up), ("weights.o", scenario.w_o)):
-        if a is not None and a.dtype.itemsize > dtype.itemsize and a.size and np.abs(a).max() > largest:
-            raise ScenarioError(field, f"a value ({np.abs(a).max():.3g}) does not fit in {dtype.name} "
+    if dtype.itemsize >= 8:
+        return
+    largest = float(np.finfo(dtype).max)
+    for field, biggest in scenario.largest.items():
+        if biggest > largest:
+            raise ScenarioError(field, f"a value ({biggest:.3g}) does not fit in {dtype.name} "
                                 f"(largest {largest:.3g}); expected float64 (--set dtype=float64) or smaller inputs",
                                 scenario.source)
