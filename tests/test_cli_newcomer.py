@@ -45,7 +45,7 @@ def test_diff_of_a_masked_scenario_leaks_no_numpy_warning(capsys):
 
 def test_explanations_name_tokens_with_an_index_where_names_repeat(capsys):
     code, out, _ = run(capsys, "show", "by_hand", "--explain", "h0.weights", "1", "0")
-    assert out.startswith("h0.weights[key x2, query x1] = 9 ÷ 46/3 = 27/46") and "q1" not in out
+    assert out.startswith("h0.weights[key x2, query x1] = 9 ÷ (46/3) = 27/46") and "q1" not in out
     t = tracer.run("bank_river")
     text = t.explain("h0.weights", 3, 0)
     assert text.startswith("h0.weights[query the#3, key the#0]") and "how much the#3 attends to the#0" in text

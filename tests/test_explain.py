@@ -29,7 +29,7 @@ def test_worksheet_cells_are_told_with_their_numbers(by_hand):
     assert t.explain("h0.scores", 1, 2) == "h0.scores[key x2, query x3] = k(x2)·q(x3) = 2×0 + 1×1 + 0×2 = 1"
     assert "⌊4 ÷ 2⌋ = 2" in t.explain("h0.scaled", 1, 0)
     assert "3^2 = 9" in t.explain("h0.exp", 1, 0)
-    assert "9 ÷ 46/3 = 27/46 ≈ 0.587" in t.explain("h0.weights", 1, 0)
+    assert "9 ÷ (46/3) = 27/46 ≈ 0.587" in t.explain("h0.weights", 1, 0)
     assert "3 + 9 + 1/3 + 3 = 46/3" in t.explain("h0.sums", 0, 0)
     # z's first feature for x1: 20 (v1) and 20 (v4) weighted 9/46 each, v2 and v3 add nothing
     assert "20×9/46 + 0×27/46 + 0×1/46 + 20×9/46 = 180/23" in t.explain("h0.z", 0, 0)

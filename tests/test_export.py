@@ -102,7 +102,7 @@ def test_worksheet_has_every_step_with_formula_and_fractions(tmp_path):
     text = (tmp_path / "w.md").read_text(encoding="utf-8")
     for step in trace.steps:
         assert f"## `{step.id}`" in text and step.formula in text
-    assert "| **x2** | 27/46 | 9/28 | 3/22 | 0.75 |" in text  # the worksheet's key-k2 row of weights
+    assert "| **x2** | 27/46 | 9/28 | 3/22 | 3/4 |" in text  # the worksheet's key-k2 row of weights
 
 
 def test_text_exports_too_large_are_refused_before_writing(tmp_path, monkeypatch):

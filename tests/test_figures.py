@@ -38,14 +38,14 @@ def by_hand_weights(sc, head=0) -> list[list[Fraction]]:
 
 
 def written(f: Fraction) -> str:
-    """How a person writes an exact number: 3, 27/46, a short decimal such as 0.75 when it is one."""
+    """How a person writes an exact number: 3, 27/46, 3/4 (a fraction, never 0.75 beside 27/46)."""
     if f.denominator == 1:
         text = str(f.numerator)
-    elif f.denominator <= 1000 and Fraction(f"{float(f):.4g}") != f:
+    elif f.denominator <= 1000:
         text = f"{f.numerator}/{f.denominator}"
     else:  # four significant digits; a rounded one keeps its trailing zeros (1.000 is not 1)
         short = f"{float(f):.4g}"
-        text = short if "e" in short or Fraction(short) == f else f"{float(f):#.4g}".rstrip(".")
+        text = short if Fraction(short) == f else f"{float(f):#.4g}".replace(".e", "e").rstrip(".")
     return text.replace("-", "−")
 
 

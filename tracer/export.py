@@ -21,7 +21,7 @@ import numpy as np
 from .errors import ScenarioError
 from .given import given, plus_zero
 from .labels import axis_labels, axis_title, step_labels  # axis_labels also imported from here by tracer.figures
-from .numbers import fmt, fractions_for, tolerance
+from .numbers import fractions_for, table_writer, tolerance
 from .writing import atomic_path, selected_steps  # noqa: F401  (also the CLI's, from here)
 
 SCHEMA = "attnsim.trace/1"
@@ -213,16 +213,21 @@ def _write_md(trace, steps, tmp: Path, blank: bool) -> None:
         if name in ("x", "context") and any(s.id == name for s in steps):
             continue  # written below as a step
         out += [f"### `{name}` — given", "", _md_table(f"{axes[0]} \\ {axes[1]}", axis_labels(trace, axes[0], a.shape[0]),
-                axis_labels(trace, axes[1], a.shape[1]), [[fmt(v, fractions, tol=tol) for v in row] for row in a]), ""]
+                axis_labels(trace, axes[1], a.shape[1]), _cells(a, fractions, tol)), ""]
     for step in steps:
         a = trace[step.id]
         rows, cols = step_labels(trace, step)
         empty = blank and step.id not in ("x", "context")
-        cells = [["" if empty else fmt(v, fractions, tol=tol) for v in row] for row in a]
+        cells = [["" if empty else text for text in row] for row in _cells(a, fractions, tol)]
         ra, ca = (axis_title(axis) for axis in step.axes)
         out += [f"## `{step.id}` — {step.title}", "", f"`{step.formula}`  ({ra} × {ca})", "",
                 _md_table(f"{ra} \\ {ca}", rows, cols, cells), ""]
     tmp.write_text("\n".join(out), encoding="utf-8")
+
+
+def _cells(a, fractions: bool, tol: float) -> list[list[str]]:
+    write = table_writer(a, fractions, tol)
+    return [[write(v) for v in row] for row in a]
 
 
 def worksheet_words(description: str) -> str:

@@ -1,5 +1,6 @@
 """How a number is written for a person: exact fractions where exact inputs and the by-hand
-arithmetic make them (27/46), four significant digits otherwise, and −∞ for a masked score."""
+arithmetic make them (27/46, 3/4), four significant digits otherwise, and −∞ for a masked score.
+Within one table a number has one printing (table_writer)."""
 from __future__ import annotations
 
 import math
@@ -9,6 +10,7 @@ import numpy as np
 
 MAX_DENOMINATOR = 1000
 DIGITS = 4          # significant digits of every decimal the TUI, show, md and pictures write
+CHUNK = 1 << 18     # cells a table's printing is measured in at a time
 MAX_DISTINCT = 512  # typed inputs hold few distinct values; more means data, not a worksheet
 
 
@@ -63,10 +65,13 @@ def decimal(value: float, digits: int = DIGITS) -> str:
     """`digits` significant digits; a rounded value keeps its trailing zeros (0.4500 is 0.45003,
     0.45 is exactly 0.45), so that neighbours in a column carry the same precision."""
     short = f"{value:.{digits}g}"
-    if float(short) == value or "e" in short:
-        return short
+    return short if float(short) == value else padded(value, digits)
+
+
+def padded(value: float, digits: int = DIGITS) -> str:
+    """`digits` significant digits, trailing zeros kept: 2.000, 9.420e−07."""
     text = f"{value:#.{digits}g}"
-    return text[:-1] if text.endswith(".") else text
+    return text.replace(".e", "e").removesuffix(".")
 
 
 def fmt(value: float, fractions: bool = True, digits: int = DIGITS, tol: float = 1e-15) -> str:
@@ -85,15 +90,51 @@ def fmt(value: float, fractions: bool = True, digits: int = DIGITS, tol: float =
 
 
 def _fraction(f: Fraction) -> str:
-    """3, 0.75 (a short terminating decimal), or 27/46."""
-    if f.denominator == 1:
-        return str(f.numerator)
-    den = f.denominator
-    for p in (2, 5):
-        while den % p == 0:
-            den //= p
-    short = repr(float(f))
-    return short if den == 1 and len(short) <= 10 else f"{f.numerator}/{f.denominator}"
+    """3 or 27/46; 3/4 too, not 0.75: one rule, so that a table never mixes 0.75 with 27/46."""
+    return str(f.numerator) if f.denominator == 1 else f"{f.numerator}/{f.denominator}"
+
+
+def table_writer(array, fractions: bool = True, tol: float = 1e-15, digits: int = DIGITS):
+    """fmt for the cells of one table, with one printing per printed number: where an exact 2
+    and a rounded 1.9999997 would read `2` and `2.000`, both read `2.000`."""
+    flat = np.asarray(array).ravel()
+    chunks = [flat[i:i + CHUNK] for i in range(0, flat.size, CHUNK)]   # no full-size temporaries
+    short = set()                                    # printed numbers some cell prints short: 2, 0.5
+    for a, key in map(_keyed, chunks):
+        short.update(key[np.isclose(a, key, rtol=1e-12, atol=0)].tolist())
+    short = np.array(sorted(short))
+    near = np.unique(np.concatenate([a[np.isin(key, short)] for a, key in map(_keyed, chunks)] or [[]]))
+    groups: dict[float, set] = {}
+    for k, v in zip(_rounded(near, digits).tolist(), near.tolist()):
+        groups.setdefault(k, set()).add(v)
+    same = {}
+    for values in groups.values():
+        if len(values) > 1 and len({fmt(v, fractions, digits, tol) for v in values}) > 1:
+            same.update((v, padded(v, digits).replace("-", "−")) for v in values)
+
+    def write(value) -> str:
+        value = float(value)
+        return same.get(value) or fmt(value, fractions, digits, tol)
+    return write
+
+
+def _keyed(chunk: np.ndarray, digits: int = DIGITS) -> tuple[np.ndarray, np.ndarray]:
+    """A chunk's finite nonzero values and the number each prints, however it is written."""
+    a = chunk.astype(np.float64)
+    a = a[np.isfinite(a) & (a != 0)]
+    return a, _rounded(a, digits)
+
+
+def _rounded(a: np.ndarray, digits: int) -> np.ndarray:
+    """Each value rounded to `digits` significant digits (nonzero, finite values)."""
+    with np.errstate(all="ignore"):   # a subnormal's step underflows to 0: its key is nan, alone
+        step = 10.0 ** (np.floor(np.log10(np.abs(a))) - (digits - 1))
+        return np.round(a / step) * step
+
+
+def divisor(text: str) -> str:
+    """A number written after ÷: `9 ÷ (46/3)`, since `9 ÷ 46/3` reads as (9 ÷ 46)/3."""
+    return f"({text})" if "/" in text else text
 
 
 def fmt_approx(value: float, fractions: bool = True, tol: float = 1e-15) -> str:

@@ -98,7 +98,7 @@ def hint(trace, step_id: str, row: int, col: int, level: int, fractions: bool = 
 
 def worked(part: str) -> str | None:
     """A sum of products `2×2 + 1×0 + 0×3` with each product worked out (`4 + 0 + 0`), when at
-    least two are not 0 (so the student still adds); a division by a fraction `9 ÷ 46/3` as a
+    least two are not 0 (so the student still adds); a division by a fraction `9 ÷ (46/3)` as a
     product `9 × 3/46`. None for anything else."""
     terms = part.split(" + ")
     if len(terms) > 1 and all(t.count("×") == 1 for t in terms):
@@ -110,7 +110,10 @@ def worked(part: str) -> str | None:
             return None
         return "products " + " + ".join(_show(p) for p in products)
     left, sep, right = part.partition(" ÷ ")
-    if sep and "/" in right and " " not in right.strip():
+    right = right.strip()
+    if right.startswith("(") and right.endswith(")"):
+        right = right[1:-1]   # `9 ÷ (46/3)`: the parentheses only say what is divided by
+    if sep and "/" in right and " " not in right:
         try:
             inverse = 1 / _number(right)
         except (NotAnAnswer, TypeError, ZeroDivisionError):

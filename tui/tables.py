@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 
 from tracer.labels import axis_labels, axis_title, keys_text, step_labels, top_keys  # noqa: F401
-from tracer.numbers import fmt, fractions_for, tolerance
+from tracer.numbers import fractions_for, table_writer, tolerance
 
 MAX_SHOWN = 12  # rows/columns printed before eliding the middle, unless --full
 MAX_LABEL = 24  # characters of a token or feature name in a table
@@ -31,15 +31,15 @@ def step_lines(trace, step, fractions: bool = True, full: bool = False):
     a = trace[step.id]
     rows, cols = _pick(a.shape[0], full), _pick(a.shape[1], full)
     row_names, col_names = step_labels(trace, step)
-    tol = tolerance(a.dtype)
-    fractions = fractions and fractions_for(trace)
+    shown = a[np.ix_([r for r in rows if r is not None], [c for c in cols if c is not None])]
+    write = table_writer(shown, fractions and fractions_for(trace), tolerance(a.dtype))
     ra, ca = (axis_title(axis) for axis in step.axes)
     corner = f"{ra}\\{ca}"
 
     def line(r) -> list[str]:
         if r is None:
             return ["⋮"] + ["⋮" if c is not None else "" for c in cols]
-        return [_cut(row_names[r])] + [fmt(a[r, c], fractions, tol=tol) if c is not None else "…" for c in cols]
+        return [_cut(row_names[r])] + [write(a[r, c]) if c is not None else "…" for c in cols]
     top = [_cut(corner)] + [_cut(col_names[c]) if c is not None else "…" for c in cols]
     widths = [len(cell) for cell in top]
     for r in rows:

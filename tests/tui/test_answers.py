@@ -88,7 +88,7 @@ def test_no_hint_states_its_cells_value(name, preset):
 def test_hints_are_the_formula_with_inputs_then_finer():
     trace = tracer.run(tracer.load_scenario("by_hand"))
     first = hint(trace, "h0.weights", 1, 0, 1, typed=parse("0.58"))
-    assert first == "h0.weights[key x2, query x1] = 9 ÷ 46/3   (how much x1 attends to x2)"
+    assert first == "h0.weights[key x2, query x1] = 9 ÷ (46/3)   (how much x1 attends to x2)"
     second = hint(trace, "h0.weights", 1, 0, 2, typed=parse("0.58"))
     assert second.startswith(first) and "9 × 3/46" in second and "too small" in second
     assert hint(trace, "h0.scores", 1, 0, 1) == "h0.scores[key x2, query x1] = k(x2)·q(x1) = 2×2 + 1×0 + 0×3"

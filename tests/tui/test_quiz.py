@@ -37,7 +37,7 @@ async def test_right_wrong_approximate_and_junk_answers():
         assert screen.cell == (1, 0)
         await type_in(pilot, "0.58")
         status = status_text(app)
-        assert "✗" in status and "9 ÷ 46/3" in status and "27/46" not in status and "0.587" not in status
+        assert "✗" in status and "9 ÷ (46/3)" in status and "27/46" not in status and "0.587" not in status
         assert "0 of 16" in status
         await type_in(pilot, "0.57")
         finer = status_text(app)
@@ -149,7 +149,7 @@ def test_a_student_in_a_real_terminal(tmp_path):
             raise AssertionError(f"never saw {text!r}:\n{screen}")
         wait_for("answer ▸")
         _tmux("send-keys", "-t", session, "Down", "0.58", "Enter")
-        assert "9 ÷ 46/3" in wait_for("✗")
+        assert "9 ÷ (46/3)" in wait_for("✗")
         _tmux("send-keys", "-t", session, "0.59", "Enter")
         wait_for("1 of 16 cells")
         _tmux("send-keys", "-t", session, "C-q")

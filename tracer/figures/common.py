@@ -7,7 +7,7 @@ import math
 from ..errors import ScenarioError
 from ..labels import axis_labels
 from ..writing import atomic_path
-from ..numbers import fmt, fractions_for, tolerance
+from ..numbers import fractions_for, table_writer, tolerance
 
 PICTURES = ("svg", "png")
 DPI = 200  # PNG: sharp on a projected slide, a few hundred kB at most
@@ -30,11 +30,10 @@ def matplotlib():
     return mpl
 
 
-def number_writer(trace):
-    """fmt as the TUI uses it: fractions only where the arithmetic keeps numbers rational."""
-    fractions = fractions_for(trace)
-    tol = tolerance(trace.dtype)
-    return lambda v: fmt(v, fractions, tol=tol)
+def number_writer(trace, array):
+    """The cells' texts of one table as the TUI writes them: fractions only where the arithmetic
+    keeps numbers rational, one printing per number."""
+    return table_writer(array, fractions_for(trace), tolerance(trace.dtype))
 
 
 def labels(trace, axis: str, size: int) -> list[str]:

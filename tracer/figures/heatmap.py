@@ -36,8 +36,7 @@ class Box:
 
 def draw(trace, steps, Figure):
     """One panel per step, in a grid of at most MAX_COLUMNS columns."""
-    write = number_writer(trace)
-    texts = {s.id: [[write(v) for v in row] for row in trace[s.id]] if _numbered(s) else None for s in steps}
+    texts = {s.id: _texts(trace, s) if _numbered(s) else None for s in steps}
     boxes = [_box(trace, s, texts[s.id]) for s in steps]
     ncols = min(MAX_COLUMNS, len(steps))
     nrows = math.ceil(len(steps) / ncols)
@@ -52,6 +51,11 @@ def draw(trace, steps, Figure):
                             box.height / height))
         _panel(fig, ax, bar, trace, step, texts[step.id], box)
     return fig
+
+
+def _texts(trace, step) -> list[list[str]]:
+    write = number_writer(trace, trace[step.id])
+    return [[write(v) for v in row] for row in trace[step.id]]
 
 
 def _numbered(step) -> bool:

@@ -62,9 +62,8 @@ def chain(trace, head: int) -> list:
 
 def panels(trace, head: int, blank: bool) -> list[tuple[Panel, Panel | None]]:
     """Each step of the head as a panel, with the matrix it is multiplied by (its factor)."""
-    write = number_writer(trace)
-
     def panel(title, a, axes, given):
+        write = number_writer(trace, a)
         cells = [["" if blank and not given else write(v) for v in row] for row in a]
         names = [labels(trace, axis, size) if axis in ("token", "query", "key", "one") else None
                  for axis, size in zip(axes, a.shape)]

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ..ids import parse, step_id
+from ..numbers import divisor
 from .base import Kind, register
 from .cell import MAX_TERMS
 from .softmax import _base
@@ -218,7 +219,7 @@ def z_explain(cell) -> str:
     a, s = acc[cell.i, cell.j], sums[cell.i, 0]
     if s == 0:
         return "= 0   (every key is masked for this query)"
-    return f"= acc ÷ sums = {cell.f(a)} ÷ {cell.f(s)} = {cell.fa(cell.value)}   (the same as A·V, never forming A)"
+    return f"= acc ÷ sums = {cell.f(a)} ÷ {divisor(cell.f(s))} = {cell.fa(cell.value)}   (the same as A·V, never forming A)"
 
 
 def z_sources(cell) -> dict:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+from ..numbers import divisor
 from .base import Kind, register
 from .scores import standard
 
@@ -65,7 +66,7 @@ def _weights_explain(cell) -> str:
     if total == 0:
         return "= 0   (every key is masked for this query)"
     qname, kname = cell.names()
-    return f"= {cell.f(e)} ÷ {cell.f(total)} = {cell.fa(cell.value)}   (how much {qname} attends to {kname})"
+    return f"= {cell.f(e)} ÷ {divisor(cell.f(total))} = {cell.fa(cell.value)}   (how much {qname} attends to {kname})"
 
 
 def _weights_sources(cell) -> dict:

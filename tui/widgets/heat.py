@@ -8,10 +8,11 @@ import numpy as np
 from rich.color import Color
 from rich.style import Style
 
-from tracer.numbers import as_fraction, fmt
+from tracer.numbers import as_fraction, fmt, table_writer
 
 LEVELS = 12          # colour steps: enough to read, few enough to cache every style
 EXACT = 1024         # matrices up to this many cells are measured cell by cell
+ONE_PRINTING = 1 << 20   # matrices up to this many cells print each number one way (~0.1 s to measure)
 SAMPLE = 256         # cells looked at to tell whether a larger matrix holds fractions at all
 LOW = (38, 44, 58)   # the colour of "small" (near the panel background)
 HIGH = (230, 135, 20)
@@ -46,6 +47,8 @@ class Scale:
         self.decimals = not fractions
         self._styles: dict[int, Style] = {}
         self._texts: dict[float, str] = {}  # the visible window is drawn again and again
+        self._write = (table_writer(array, self.fractions, tol) if array.size <= ONE_PRINTING
+                       else lambda v: fmt(v, self.fractions, tol=tol))
         self.width = self._measure(array, finite, sample)
 
     def _measure(self, array, finite, sample) -> int:
@@ -65,7 +68,7 @@ class Scale:
         if out is None:
             if len(self._texts) > 1 << 16:
                 self._texts.clear()
-            out = self._texts[value] = fmt(value, self.fractions, tol=self.tol)
+            out = self._texts[value] = self._write(value)
         return out
 
     def level(self, value: float) -> int:
