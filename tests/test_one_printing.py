@@ -86,3 +86,12 @@ def test_a_division_by_a_fraction_is_parenthesised_everywhere():
     assert "9 × 3/46" in hint(trace, "h0.weights", 1, 0, 2)
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "9 ÷ (46/3)" in readme and not DIVIDED_BY_A_BARE_FRACTION.search(readme)
+
+
+def test_a_running_max_and_rescale_are_not_labelled_sums():
+    trace = tracer.run(tracer.load_scenario("flash"))
+    for sid, word in (("h0.blk0.max", "max"), ("h0.blk1.rescale", "rescale")):
+        title, header = step_table(trace, trace.step(sid)).splitlines()[:2]
+        assert f"[query × {word}, 6 × 1]" in title and header.split() == [f"query\\{word}", word], (title, header)
+    title, header = step_table(trace, trace.step("h0.blk0.sums")).splitlines()[:2]
+    assert "[query × sum, 6 × 1]" in title and header.split() == ["query\\sum", "Σ"]

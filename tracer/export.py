@@ -219,7 +219,7 @@ def _write_md(trace, steps, tmp: Path, blank: bool) -> None:
         rows, cols = step_labels(trace, step)
         empty = blank and step.id not in ("x", "context")
         cells = [["" if empty else text for text in row] for row in _cells(a, fractions, tol)]
-        ra, ca = (axis_title(axis) for axis in step.axes)
+        ra, ca = (axis_title(axis, step.kind) for axis in step.axes)
         out += [f"## `{step.id}` — {step.title}", "", f"`{step.formula}`  ({ra} × {ca})", "",
                 _md_table(f"{ra} \\ {ca}", rows, cols, cells), ""]
     tmp.write_text("\n".join(out), encoding="utf-8")

@@ -24,8 +24,10 @@ def axis_labels(trace, axis: str, size: int, start: int = 0) -> list[str]:
 
 def step_labels(trace, step) -> tuple[list[str], list[str]]:
     """A step's row and column names: a key block's columns start at its first key, a decoded
-    token's row is that token."""
-    return tuple(axis_labels(trace, axis, size, start) for axis, size, start in zip(step.axes, step.shape, step.starts))
+    token's row is that token, a running max's one column is `max`, not Σ."""
+    names = (axis_labels(trace, axis, size, start) for axis, size, start in zip(step.axes, step.shape, step.starts))
+    word = ONE_WIDE.get(step.kind)
+    return tuple([word] if word and axis == "one" else n for axis, n in zip(step.axes, names))
 
 
 def token_name(names: list[str], index: int) -> str:
@@ -35,10 +37,13 @@ def token_name(names: list[str], index: int) -> str:
 
 
 AXIS_TITLES = {"one": "sum"}   # the one-wide axis of the sums, named for a reader
+ONE_WIDE = {"max": "max", "rescale": "rescale"}   # one-wide steps (by kind) that hold no sum
 
 
-def axis_title(axis: str) -> str:
-    """An axis as tables name it (the exports keep the contract's names)."""
+def axis_title(axis: str, kind: str | None = None) -> str:
+    """An axis as the tables of a step of `kind` name it (the exports keep the contract's names)."""
+    if axis == "one" and kind in ONE_WIDE:
+        return ONE_WIDE[kind]
     return AXIS_TITLES.get(axis, axis)
 
 

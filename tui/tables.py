@@ -33,7 +33,7 @@ def step_lines(trace, step, fractions: bool = True, full: bool = False):
     row_names, col_names = step_labels(trace, step)
     shown = a[np.ix_([r for r in rows if r is not None], [c for c in cols if c is not None])]
     write = table_writer(shown, fractions and fractions_for(trace), tolerance(a.dtype))
-    ra, ca = (axis_title(axis) for axis in step.axes)
+    ra, ca = (axis_title(axis, step.kind) for axis in step.axes)
     corner = f"{ra}\\{ca}"
 
     def line(r) -> list[str]:

@@ -118,7 +118,7 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
         self.step_id = step_id
         self.cell = carry_cell(cell or self.cell, step.shape, False)
         current = self.query_one("#current", MatrixView)
-        axes = " × ".join(axis_title(axis) for axis in step.axes)
+        axes = " × ".join(axis_title(axis, step.kind) for axis in step.axes)
         current.show(trace[step_id], *step_labels(trace, step),
                      title=f"{step_id}  {axes}", fractions=self.written_fractions(),
                      tol=self._tol(), cursor=self.cell, hidden=self.hidden(step_id))

@@ -1,0 +1,23 @@
+"""What the TUI's matrices say about themselves: a running max or rescale is not labelled a sum,
+and one number has one printing within a matrix (rope's equal diagonals read equal)."""
+from tui.widgets.matrix import MatrixView
+
+from tui_helpers import drawn, go_to, opened, pilot_test
+
+
+@pilot_test
+async def test_running_max_and_rescale_are_named_for_what_they_hold():
+    async with opened("flash", size=(120, 36)) as (app, pilot):
+        view = app.screen.query_one("#current", MatrixView)
+        for sid, word in (("h0.blk0.max", "max"), ("h0.blk1.rescale", "rescale"), ("h0.blk0.sums", "Σ")):
+            await go_to(pilot, sid)
+            assert drawn(view)[0] == [word], sid                # the column's header (Σ before, for all three)
+            assert view.border_title.endswith("query × " + ("sum" if word == "Σ" else word)), view.border_title
+
+
+@pilot_test
+async def test_rope_diagonals_read_equal_on_screen():
+    async with opened("rope", "exact", size=(120, 36)) as (app, pilot):
+        await go_to(pilot, "h0.scores")
+        rows = [line[1:] for line in drawn(app.screen.query_one("#current", MatrixView))[1:6]]
+        assert len({rows[i][i] for i in range(5)}) == 1, rows   # 2 2 2 2.000 2.000 before
