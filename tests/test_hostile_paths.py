@@ -3,6 +3,7 @@ files, other exports' live temporary files, and labels that would break a Markdo
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -101,27 +102,78 @@ main(["export", "by_hand", "-o", os.devnull + ".never/t.json"])
 os.setgid(65534); os.setuid(65534)   # nobody: permissions apply again
 sys.exit(main(sys.argv[1:]))
 """
+AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to drop to nobody; "
-                    "as an ordinary user the shut folder is tested directly below")
-def test_a_parent_folder_without_execute_permission_as_nobody(tmp_path_factory):
-    """As root, permissions do not apply: the export runs as nobody, in a folder it may list but
-    not enter (mode 0o666 has no x), under a shared folder it may reach."""
+def _others_may_read(path: Path) -> bool:
+    """Whether a user with no rights of its own may reach `path` (every folder above it enterable)."""
+    path = path.resolve()
+    return all(p.stat().st_mode & 0o001 for p in path.parents) and bool(path.stat().st_mode & 0o004)
+
+
+@pytest.fixture
+def shared_copy():
+    """A folder nobody may use, holding a copy of the package it may read: the checkout itself may
+    sit in a folder other users cannot enter (a home folder of mode 700). Python and its packages
+    are imported as root before the drop (DROPPED), so they may sit anywhere."""
     shared = Path(os.environ.get("TMPDIR", "/tmp")) / f"attnsim-perm-{os.getpid()}"
     shared.mkdir(mode=0o777)
     try:
         shared.chmod(0o777)
-        shut = shared / "shut"
-        shut.mkdir()
-        shut.chmod(0o666)
-        done = subprocess.run([sys.executable, "-c", DROPPED, "export", "by_hand", "-o", str(shut / "t.json")],
-                              cwd=ROOT, capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "HOME": str(shared), "NUMBA_CACHE_DIR": str(shared / "numba")})
-        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-        assert done.stderr.strip().splitlines()[-1].startswith("attnsim: error: -o: cannot ")
+        if not _others_may_read(shared):
+            pytest.skip(f"another user cannot enter {shared.parent}")
+        copy = shared / "checkout"
+        for part in ("tracer", "tui", "scenarios"):
+            shutil.copytree(ROOT / part, copy / part, ignore=shutil.ignore_patterns("__pycache__"))
+        for folder, _, files in os.walk(copy):
+            os.chmod(folder, 0o755)
+            for name in files:
+                os.chmod(os.path.join(folder, name), 0o644)
+        yield shared, copy
     finally:
         subprocess.run(["rm", "-rf", str(shared)], check=False)
+
+
+def as_nobody(shared: Path, copy: Path, *argv: str) -> subprocess.CompletedProcess:
+    """attnsim run from the copy, dropped to nobody after its imports (as root), or as this user."""
+    code = DROPPED if AS_ROOT else "import sys\nfrom tui.cli import main\nsys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *argv], cwd=copy, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "HOME": str(shared), "NUMBA_CACHE_DIR": str(shared / "numba"),
+                               "PYTHONPATH": str(copy), "PYTHONDONTWRITEBYTECODE": "1"})
+
+
+@pytest.mark.skipif(not AS_ROOT, reason="needs root to drop to nobody; "
+                    "as an ordinary user the shut folder is tested directly below")
+def test_a_parent_folder_without_execute_permission_as_nobody(shared_copy):
+    """As root, permissions do not apply: the export runs as nobody, in a folder it may list but
+    not enter (mode 0o666 has no x), under a shared folder it may reach."""
+    shared, copy = shared_copy
+    shut = shared / "shut"
+    shut.mkdir()
+    shut.chmod(0o666)
+    done = as_nobody(shared, copy, "export", "by_hand", "-o", str(shut / "t.json"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("attnsim: error: -o: cannot ")
+
+
+def test_built_in_scenarios_this_user_may_not_read(shared_copy, tmp_path):
+    """An install whose scenarios folder the user may not read: one line for a built-in, and a
+    scenario file of the user's own still runs."""
+    shared, copy = shared_copy
+    (copy / "scenarios").chmod(0o700 if AS_ROOT else 0o000)
+    mine = shared / "mine.toml"
+    mine.write_text((ROOT / "scenarios" / "toy_dk4.toml").read_text(encoding="utf-8"), encoding="utf-8")
+    mine.chmod(0o644)
+    try:
+        for argv in (["show", "by_hand"], ["list"]):
+            done = as_nobody(shared, copy, *argv)
+            assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+            last = done.stderr.strip().splitlines()[-1]
+            assert last.startswith("attnsim: error: ") and "built-in scenarios: cannot be read" in last, last
+        done = as_nobody(shared, copy, "show", str(mine), "--step", "h0.weights")
+        assert done.returncode == 0 and "h0.weights" in done.stdout, done.stderr
+    finally:
+        (copy / "scenarios").chmod(0o755)
 
 
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root enters any folder (tested as nobody)")

@@ -19,11 +19,33 @@ def scenarios_dir() -> Path:
     """The built-in scenarios: shipped inside the package, or beside it in a source checkout."""
     package = Path(__file__).resolve().parent.parent   # tracer/
     inside = package / "scenarios"
-    return inside if inside.is_dir() else package.parent / "scenarios"
+    try:
+        return inside if inside.is_dir() else package.parent / "scenarios"
+    except OSError as err:   # an install this user may not read
+        raise _unreadable(inside, err) from None
 
 
 def builtin_names() -> list[str]:
-    return sorted(p.stem for p in scenarios_dir().glob("*.toml") if BUILTIN_NAME.match(p.stem))
+    folder = scenarios_dir()
+    try:   # listed, not globbed: a glob would take a folder it may not read for an empty one
+        files = os.listdir(folder)
+    except FileNotFoundError:
+        return []
+    except OSError as err:
+        raise _unreadable(folder, err) from None
+    return sorted(f[:-5] for f in files if f.endswith(".toml") and BUILTIN_NAME.match(f[:-5]))
+
+
+def _names_or_none() -> list[str]:
+    try:
+        return builtin_names()
+    except ScenarioError:
+        return []
+
+
+def _unreadable(folder: Path, err: OSError) -> ScenarioError:
+    return ScenarioError("built-in scenarios", f"cannot be read ({_why(err)}); expected the installed "
+                         "package's files to be readable by this user (or give a .toml path)", str(folder))
 
 
 def list_builtins() -> list[tuple[str, str]]:
@@ -46,11 +68,16 @@ def resolve_path(spec) -> Path:
         raise ScenarioError("scenario", f"expected a built-in name or a path to a .toml file, got {kind(spec)}") from None
     if "\x00" in text or not text.strip():
         raise ScenarioError("scenario", f"expected a built-in name or a path to a .toml file, got {kind(text)}")
-    names = builtin_names()
+    looks_like_a_path = text.endswith(".toml") or "/" in text or os.sep in text or (os.altsep and os.altsep in text)
+    try:
+        names = builtin_names()
+    except ScenarioError:
+        if looks_like_a_path:   # a file of the user's own needs no built-in
+            return Path(text)
+        raise
     if text in names:
         return scenarios_dir() / f"{text}.toml"
-    if text.endswith(".toml") or "/" in text or os.sep in text or (os.altsep and os.altsep in text) \
-            or os.path.lexists(text):
+    if looks_like_a_path or os.path.lexists(text):
         return Path(text)
     raise ScenarioError("scenario", f"{text!r} is neither a .toml file nor a built-in scenario"
                         f"{suggest(text, names)}; expected one of {', '.join(names)} or a path")
@@ -63,7 +90,7 @@ def read_toml(path: Path) -> dict:
         info = path.stat()
     except (FileNotFoundError, NotADirectoryError):
         hint = ""
-        if path.suffix == ".toml" and path.stem in builtin_names() and path.parent == Path("."):
+        if path.suffix == ".toml" and path.parent == Path(".") and path.stem in _names_or_none():
             hint = f" (the built-in scenario is named {path.stem!r}, without .toml)"
         raise ScenarioError("file", f"does not exist{hint}; expected a .toml scenario file", where) from None
     except (OSError, ValueError) as err:
