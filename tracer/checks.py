@@ -103,7 +103,8 @@ def labels(value, n: int, field: str = "tokens") -> list[str]:
             raise ScenarioError(f"{field}[{i}]", "expected a label on one line, without control characters "
                                 "or lone surrogates")
     if len(value) != n:
-        raise ScenarioError(field, f"expected {n} labels (one per token of x), got {len(value)}")
+        what = {"features": "one per feature of x, d_model", "value_features": "one per value feature, d_v"}
+        raise ScenarioError(field, f"expected {n} labels ({what.get(field, 'one per token of x')}), got {len(value)}")
     return [str(label) for label in value]
 
 

@@ -233,7 +233,7 @@ def _cells(a, fractions: bool, tol: float) -> list[list[str]]:
 def worksheet_words(description: str) -> str:
     """A scenario's lesson as a printed sheet tells it: sentences about the app's keys left out."""
     sentences = re.split(r"(?<=[.!?])\s+", description.strip())
-    return " ".join(s for s in sentences if not re.search(r"\b[Pp]ress `", s)).strip()
+    return " ".join(s for s in sentences if not re.search(r"\b[Pp]ress\b", s)).strip()
 
 
 def arithmetic_words(trace) -> str:

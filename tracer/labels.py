@@ -19,6 +19,8 @@ def axis_labels(trace, axis: str, size: int, start: int = 0) -> list[str]:
         return ["Σ"]
     if axis == "d_model" and trace.scenario.features:
         return list(trace.scenario.features)
+    if axis == "d_v" and getattr(trace.scenario, "value_features", None):
+        return list(trace.scenario.value_features)
     return [str(i) for i in range(size)]
 
 

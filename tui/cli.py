@@ -7,6 +7,7 @@ textual is imported only by the `tui` verb, so scripted runs start fast.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import warnings
 
@@ -29,8 +30,9 @@ def _run_options(p: argparse.ArgumentParser) -> None:
 
 def _model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", metavar="PATH", help="a checkpoint folder or model name, instead of SCENARIO")
-    p.add_argument("--text", metavar="TEXT", help="with --model: the text the model reads")
-    p.add_argument("--layer", type=int, metavar="L", help="with --model: the layer to trace (default 0)")
+    p.add_argument("--text", metavar="TEXT", help="with --model or a model built-in (induction): the text the model reads")
+    p.add_argument("--layer", type=int, metavar="L",
+                   help="with --model (default 0) or a model built-in (default its own): the layer to trace")
 
 
 SCENARIO_HELP = "a built-in name (attnsim list) or a .toml path"
@@ -106,8 +108,8 @@ def _scenario(args, default: str | None = None):
     if isinstance(args.scenario, tracer.Scenario):
         return args.scenario
     if args.model is None:
-        if args.text is not None or args.layer is not None:
-            raise ScenarioError("--text" if args.text is not None else "--layer", "expected only with --model PATH")
+        if args.text is not None or args.layer is not None:   # a model built-in's [model], changed
+            return _model_scenario(args)
         if args.scenario is None and default is None:
             raise ScenarioError("SCENARIO", "missing; expected a built-in name, a .toml path, or --model PATH --text TEXT")
         return args.scenario or default
@@ -121,6 +123,23 @@ def _scenario(args, default: str | None = None):
         flag = {"model.path": "--model", "model.text": "--text", "model.layer": "--layer"}.get(err.field)
         if err.source is None and flag:
             raise ScenarioError(flag, err.expected) from None
+        raise
+    return args.scenario
+
+
+def _model_scenario(args):
+    """SCENARIO's [model] section with --text and --layer in place of its own (induction --layer 0)."""
+    import tracer
+    given = {key: value for key, value in (("text", args.text), ("layer", args.layer)) if value is not None}
+    if args.scenario is None:
+        raise ScenarioError(f"--{next(iter(given))}", "expected only with --model PATH or a scenario with a "
+                            "[model] section (such as induction)")
+    try:
+        args.scenario = tracer.load_scenario(args.scenario, model=given)
+    except ScenarioError as err:
+        key = err.field.removeprefix("model.")
+        if key in given:   # the flag is the culprit, not the file
+            raise ScenarioError(f"--{key}", err.expected) from None
         raise
     return args.scenario
 
@@ -177,14 +196,25 @@ def cmd_show(args) -> int:
         raise ScenarioError("--full", f"printing {cells:,} numbers (about {cells * 12 / 2**30:.1f} GiB of text) is more "
                             "than a text table should hold; expected fewer steps (--step) or an npz export")
     sc, ar = trace.scenario, trace.arithmetic
-    print(f"{sc.name}: {sc.title}".rstrip(": ") + f"   [arithmetic: {ar.preset}; layout: {trace.layout}]\n")
-    if sc.description.strip():  # the lesson: what to look at in these tables
-        print("\n".join(one_line(line, 4000) for line in sc.description.strip().splitlines()) + "\n")
+    layer = f"; layer {sc.model['layer']} of {sc.model['layers']}" if sc.model else ""  # as the heads overview says
+    print(f"{sc.name}: {sc.title}".rstrip(": ") + f"   [arithmetic: {ar.preset}; layout: {trace.layout}{layer}]\n")
+    lesson = _lesson(sc.description)
+    if lesson:  # what to look at in these tables
+        print(lesson + "\n")
     for n, step in enumerate(steps):  # line by line: the first rows appear at once, nothing is held whole
         sys.stdout.write("\n" if n else "")
         sys.stdout.writelines(line + "\n" for line in step_lines(trace, step, fractions=not args.decimals,
                                                                  full=args.full))
     return 0
+
+
+def _lesson(description: str, width: int = 100) -> str:
+    """A scenario's lesson as `show` prints it: each paragraph wrapped, the TUI's key hints left out."""
+    import textwrap
+    from tracer.export import worksheet_words
+    paragraphs = (worksheet_words(one_line(" ".join(p.split()), 20000))
+                  for p in re.split(r"\n\s*\n", description.strip()))
+    return "\n\n".join(textwrap.fill(p, width, break_on_hyphens=False) for p in paragraphs if p)
 
 
 def cmd_export(args) -> int:

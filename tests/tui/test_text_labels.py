@@ -2,7 +2,7 @@
 and one number has one printing within a matrix (rope's equal diagonals read equal)."""
 from tui.widgets.matrix import MatrixView
 
-from tui_helpers import drawn, go_to, opened, pilot_test
+from tui_helpers import drawn, go_to, opened, pilot_test, settle
 
 
 @pilot_test
@@ -21,3 +21,16 @@ async def test_rope_diagonals_read_equal_on_screen():
         await go_to(pilot, "h0.scores")
         rows = [line[1:] for line in drawn(app.screen.query_one("#current", MatrixView))[1:6]]
         assert len({rows[i][i] for i in range(5)}) == 1, rows   # 2 2 2 2.000 2.000 before
+
+
+@pilot_test
+async def test_each_heads_overview_tile_names_its_axes():
+    from tui.screens.heads import HeadsScreen
+    from tui.widgets.mini_heat import MiniHeat
+    for layout, axes in (("rows", "↓ query · key →"), ("columns", "↓ key · query →")):
+        async with opened("multi_head", None, {"layout": layout}, size=(120, 36)) as (app, pilot):
+            await pilot.press("m")
+            await settle(pilot)
+            assert isinstance(app.screen, HeadsScreen)
+            tiles = list(app.screen.query(MiniHeat))
+            assert tiles and all(t.border_subtitle == axes for t in tiles), [t.border_subtitle for t in tiles]

@@ -18,14 +18,21 @@ from ..masks import read_mask
 
 TOP_KEYS = ("name", "title", "description", "layout", "tokens", "arithmetic", "mask", "x",
             "weights", "residual", "random", "defaults", "features", "rope", "context", "context_tokens",
-            "norm_in", "model", "decode")
+            "norm_in", "model", "decode", "value_features")
 WEIGHT_KEYS = ("q", "k", "v", "v_down", "v_up", "o", "bq", "bk", "bv", "bo")
 
 
-def load_scenario(spec) -> Scenario:
-    """A built-in scenario by name (`attnsim list`), or a scenario file by path."""
+def load_scenario(spec, model: dict | None = None) -> Scenario:
+    """A built-in scenario by name (`attnsim list`), or a scenario file by path; `model` changes
+    keys of its [model] section (text, layer), as `--text` and `--layer` do."""
     path = resolve_path(spec)
     data = read_toml(path)
+    if model:
+        if not (isinstance(data, dict) and isinstance(data.get("model"), dict)):
+            key = next(iter(model))
+            raise ScenarioError(f"--{key}", f"expected only with --model PATH or a scenario with a [model] section "
+                                f"(such as induction); {path.stem} has none")
+        data = {**data, "model": {**data["model"], **model}}
     try:
         if isinstance(data, dict) and "model" in data:  # a layer of a real checkpoint (tracer/models)
             from ..models.layer import origin, section_arrays
@@ -93,6 +100,8 @@ def build(data: dict, default_name: str = "scenario", source: str | None = None)
         rope=parts.rope(data.get("rope"), w["w_q"].shape[2]), norm_in=parts.norm_in(data.get("norm_in"), x.shape[1]),
         features=labels(data["features"], x.shape[1], "features") if "features" in data else None,
         decode=parts.decode(data.get("decode"), n, mask, context is not None), **w)
+    if "value_features" in data:   # named once d_v is known: what each column of v and z holds
+        scenario.value_features = labels(data["value_features"], scenario.d_v, "value_features")
     if scenario.residual is not None and scenario.d_out != scenario.d_model:
         what = "weights.o's d_out" if scenario.w_o is not None else "heads·d_v"
         raise ScenarioError("residual", f"expected the attention output to be as wide as x (d_model = "
@@ -195,7 +204,7 @@ def from_arrays(x, q, k, v=None, o=None, *, layout: str = "rows", mask=None, tok
                 name: str = "mine", title: str = "", description: str = "", v_down=None, v_up=None,
                 residual: dict | None = None, arithmetic: str = "exact", bq=None, bk=None, bv=None, bo=None,
                 rope: dict | None = None, context=None, context_tokens=None, norm_in: dict | None = None,
-                features=None, decode: int | None = None) -> Scenario:
+                features=None, decode: int | None = None, value_features=None) -> Scenario:
     """A scenario from your own matrices (e.g. weights taken from a real model): the same
     layouts, shapes and checks as a scenario file; q may be one matrix or one per head, k and v one
     per head or one per group (grouped-query), v = "k" reuses the keys; biases are vectors."""
@@ -205,6 +214,6 @@ def from_arrays(x, q, k, v=None, o=None, *, layout: str = "rows", mask=None, tok
                                                       bq=bq, bk=bk, bv=bv, bo=bo).items() if val is not None}}
     optional = dict(tokens=tokens, residual=residual, rope=rope, context=context, context_tokens=context_tokens,
                     norm_in=norm_in, features=features, decode=None if decode is None else {"prompt": decode},
-                    mask=mask)
+                    mask=mask, value_features=value_features)
     data.update({key: val for key, val in optional.items() if val is not None})
     return build(data, default_name=name if isinstance(name, str) else "mine")

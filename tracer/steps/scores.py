@@ -62,8 +62,9 @@ def _scaled_explain(cell) -> str:
 register(Kind(
     "scaled", "Scaled scores", ("query", "key"), "head",
     "A dot product of d_k random terms has a spread that grows like √d_k; dividing by √d_k keeps "
-    "the scores in a range where softmax does not saturate into all-or-nothing. By hand, ⌊x/2⌋ "
-    "stands in for ÷√3 so that every number stays a whole number.",
+    "the scores in a range where softmax does not saturate into all-or-nothing. The by-hand "
+    "arithmetic (scale = floor) divides by √d_k rounded and keeps the whole part, ⌊s ÷ round(√d_k)⌋, "
+    "so that every number stays a whole number.",
     formula=_scaled_formula, explain=_scaled_explain, sources=_same_cell,
     inputs=lambda ctx, h: [ctx.sid("scores", h)], present=standard))
 

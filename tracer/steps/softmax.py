@@ -36,7 +36,8 @@ register(Kind(
     "exp", "Powers", ("query", "key"), "head",
     "Softmax raises a base to each score, which makes every number positive and stretches the "
     "gaps between them. Real code subtracts each query's largest score first: the same weights "
-    "in the end, but no power can overflow. By hand, 3ˣ replaces eˣ to keep fractions simple.",
+    "in the end, but no power can overflow. The by-hand arithmetic (softmax_base = 3) takes 3ˣ "
+    "in place of eˣ to keep fractions simple.",
     formula=_exp_formula, explain=_exp_explain,
     sources=lambda cell: {cell.step.inputs[0]: [(cell.i, cell.j)]},
     inputs=lambda ctx, h: [ctx.last(h, "masked", "scaled")], present=_softmax))

@@ -82,10 +82,11 @@ class HeadsScreen(Screen[tuple | None]):
             self.app.call_from_thread(self._title, f"cannot build this layer: {str(err).splitlines()[0]}")
             return
         for h in range(min(trace.heads, len(self.query(MiniHeat)))):
-            weights = trace[step_id("weights", h)]
+            sid = step_id("weights", h)
+            weights = trace[sid]
             if get_current_worker().is_cancelled:
                 return
-            self.app.call_from_thread(self.query(MiniHeat)[h].draw, weights)
+            self.app.call_from_thread(self.query(MiniHeat)[h].draw, weights, trace.step(sid).axes)
         self.app.call_from_thread(self._title)
 
     def on_resize(self) -> None:

@@ -42,7 +42,9 @@ class MiniHeat(Static, can_focus=True):
         self.head = head
         self.border_title = f"head {head}"
 
-    def draw(self, weights: np.ndarray) -> None:
+    def draw(self, weights: np.ndarray, axes: tuple[str, str] = ("query", "key")) -> None:
+        """The weights, their axes named under the tile: `↓ query · key →` (rows down, columns across)."""
+        self.border_subtitle = f"↓ {axes[0]} · {axes[1]} →"
         small = shrink(weights)
         top = small.max() if small.size else 0.0
         scaled = small / top if top > 0 else small
