@@ -61,6 +61,16 @@ def finite_extent(a) -> tuple[float, float]:
     return (float(ok.min()), float(ok.max())) if ok.size else (0.0, 0.0)
 
 
+def text_width(text: str, size: float, bold: bool = False) -> float:
+    """Inches the longest line of `text` takes at `size` points in the house font, measured from
+    the glyphs (no renderer needed): what a layout must leave room for, so that nothing is cut."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextPath
+    font = FontProperties(family=RC["font.family"], weight="bold" if bold else "normal")
+    widths = [TextPath((0, 0), line, size=size, prop=font).get_extents().width for line in text.splitlines() if line]
+    return max(widths, default=0.0) / 72
+
+
 def tick_step(count: int, most: int) -> int:
     """Every how many labels to write so that at most `most` of them appear."""
     return max(1, math.ceil(count / most))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .common import MASKED, caption, finite_extent, ink_for, labels, number_writer, tick_step
+from .common import MASKED, RC, caption, finite_extent, ink_for, labels, number_writer, text_width, tick_step
 
 SEQUENTIAL = {"weights", "exp", "sums"}   # never negative: one hue ramp from 0
 MAX_NUMBERED = 16    # rows or columns beyond this: no numbers in the cells (they could not be read)
@@ -15,6 +15,7 @@ MAX_LABELS = 40      # tick labels per axis beyond this: only every k-th is writ
 MAX_COLUMNS = 2      # panels side by side
 CHAR_W = 0.07        # inches per character of an 8 pt label
 SUPTITLE_H = 0.4
+MARGIN = 0.2         # inches left free at the figure's sides
 
 
 @dataclass
@@ -41,11 +42,17 @@ def draw(trace, steps, Figure):
     ncols = min(MAX_COLUMNS, len(steps))
     nrows = math.ceil(len(steps) / ncols)
     cell_w, cell_h = max(b.size[0] for b in boxes), max(b.size[1] for b in boxes)
-    width, height = ncols * cell_w, nrows * cell_h + SUPTITLE_H
+    line = caption(trace)
+    if text_width(line, 9) + 2 * MARGIN > ncols * cell_w:   # too wide: the arithmetic on a line of its own
+        line = line.replace("  ·  ", "\n", 1)
+    width = max(ncols * cell_w, text_width(line, 9) + 2 * MARGIN)   # the caption is never cut
+    top = SUPTITLE_H + 0.17 * line.count("\n")
+    height = nrows * cell_h + top
+    inset = (width - ncols * cell_w) / 2                             # the panels centred under it
     fig = Figure(figsize=(width, height))
-    fig.text(0.5, 1 - 0.12 / height, caption(trace), ha="center", va="top", fontsize=9, color="#444444")
+    fig.text(0.5, 1 - 0.12 / height, line, ha="center", va="top", fontsize=9, color="#444444")
     for n, (step, box) in enumerate(zip(steps, boxes)):
-        x0, y0 = (n % ncols) * cell_w + box.left, SUPTITLE_H + (n // ncols) * cell_h + box.top
+        x0, y0 = inset + (n % ncols) * cell_w + box.left, top + (n // ncols) * cell_h + box.top
         ax = fig.add_axes((x0 / width, 1 - (y0 + box.height) / height, box.width / width, box.height / height))
         bar = fig.add_axes(((x0 + box.width + 0.12) / width, 1 - (y0 + box.height) / height, 0.13 / width,
                             box.height / height))
@@ -78,7 +85,13 @@ def _box(trace, step, texts) -> Box:
         width, height, notes = cols * cell, rows * cell, 0
     left = 0.4 + CHAR_W * longest(step.axes[0], rows)
     top = 0.5 + 0.2 + label_h   # two lines of title, the axis name, the column labels
-    return Box(left, top, 0.75, 0.2 + 0.14 * notes, width, height, upright)
+    title = text_width(_title(step), RC["axes.titlesize"])   # starts at the matrix's left edge
+    right = max(0.75, title - width + MARGIN)
+    return Box(left, top, right, 0.2 + 0.14 * notes, width, height, upright)
+
+
+def _title(step) -> str:
+    return f"{step.id}: {step.title}\n{step.formula}"
 
 
 def _colours(step, a):
@@ -104,7 +117,7 @@ def _panel(fig, ax, bar, trace, step, texts, box: Box) -> None:
                       interpolation="nearest" if texts is not None else "antialiased")
     fig.colorbar(image, cax=bar)
     bar.tick_params(labelsize=7)
-    ax.set_title(f"{step.id}: {step.title}\n{step.formula}", loc="left", pad=(box.top - 0.48) * 72)  # points, above the labels
+    ax.set_title(_title(step), loc="left", pad=(box.top - 0.48) * 72)  # points, above the labels
     notes = []
     for axis, count, name in ((ax.yaxis, rows, step.axes[0]), (ax.xaxis, cols, step.axes[1])):
         every = tick_step(count, MAX_LABELS if count <= MAX_LABELS else 20)

@@ -7,12 +7,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ScenarioError
-from .common import GIVEN, MASKED, caption, labels, number_writer
+from .common import GIVEN, MASKED, caption, labels, number_writer, text_width
 
 MAX_TOKENS, MAX_FEATURES = 12, 16   # beyond this a sheet is no longer something to fill in by hand
 CELL_H, LABEL_H, CAPTION_H = 0.27, 0.2, 0.26   # inches
 CHAR_W = 0.068                      # inches per character at the cells' 8 pt
 PAD, MARGIN, TITLE_H = 0.35, 0.35, 0.6
+MAX_WIDTH = 14.0                    # inches: a wider row of panels wraps (a landscape sheet, or a slide)
 FACTORS = {"q": ("W_Q", "q"), "k": ("W_K", "k"), "v": ("W_V", "v"), "v_down": ("W_V↓", "v_down")}
 
 
@@ -105,14 +106,16 @@ def draw(trace, head: int, blank: bool, Figure):
         longest = max(longest, 5)
     cw = max(0.42, CHAR_W * longest + 0.16)
     placed, width, height = (_columns if trace.columns else _rows)(pairs, cw)
+    sheet = "worksheet (blank: fill in the empty cells)" if blank else "worksheet"
+    title, line = f"Self-attention, head {head}: {sheet}", caption(trace)
+    width = max(width, text_width(title, 12, bold=True) + 2 * MARGIN, text_width(line, 8) + 2 * MARGIN)
     fig = Figure(figsize=(width, height))
     ax = fig.add_axes((0, 0, 1, 1))
     ax.set_xlim(0, width)
     ax.set_ylim(height, 0)  # inches, measured down from the top
     ax.axis("off")
-    sheet = "worksheet (blank: fill in the empty cells)" if blank else "worksheet"
-    ax.text(MARGIN, MARGIN, f"Self-attention, head {head}: {sheet}", fontsize=12, weight="bold", va="top")
-    ax.text(MARGIN, MARGIN + 0.3, caption(trace), fontsize=8, color="#444444", va="top")
+    ax.text(MARGIN, MARGIN, title, fontsize=12, weight="bold", va="top")
+    ax.text(MARGIN, MARGIN + 0.3, line, fontsize=8, color="#444444", va="top")
     for x, y, panel, row_names in placed:
         _panel(ax, x, y, panel, cw, row_names)
     return fig
@@ -135,18 +138,28 @@ def _columns(pairs, cw):
 
 
 def _rows(pairs, cw):
-    """Tokens are rows: the products go along one row of panels, their factors above them."""
+    """Tokens are rows: the products go along a row of panels, their factors above them; a row
+    wider than a sheet (MAX_WIDTH) goes on below, as text wraps."""
     label_w = max((len(n) for m, _ in pairs for n in (m.row_names or [])), default=0) * CHAR_W + 0.15
-    factor_h = max((f.height() for _, f in pairs if f), default=0.0)
-    y_main = MARGIN + TITLE_H + (factor_h + PAD if factor_h else 0)
-    x, placed, bottom = MARGIN + label_w, [], 0.0
-    for n, (main, factor) in enumerate(pairs):
-        if factor:
-            placed.append((x, y_main - PAD - factor.height(), factor, None))
-        placed.append((x, y_main, main, main.row_names if n == 0 else None))
-        bottom = max(bottom, y_main + main.height())
-        x += max(main.reach(cw), factor.reach(cw) if factor else 0) + PAD
-    return placed, x - PAD + MARGIN, bottom + MARGIN
+    reach = [max(m.reach(cw), f.reach(cw) if f else 0) + PAD for m, f in pairs]
+    y, placed, right, start = MARGIN + TITLE_H, [], 0.0, 0
+    while start < len(pairs):
+        end, used = start + 1, reach[start]
+        while end < len(pairs) and MARGIN + label_w + used + reach[end] - PAD <= MAX_WIDTH - MARGIN:
+            used, end = used + reach[end], end + 1
+        band = pairs[start:end]
+        factor_h = max((f.height() for _, f in band if f), default=0.0)
+        y_main = y + (factor_h + PAD if factor_h else 0)
+        x = MARGIN + label_w
+        for n, (main, factor) in enumerate(band):
+            if factor:
+                placed.append((x, y_main - PAD - factor.height(), factor, None))
+            placed.append((x, y_main, main, main.row_names if n == 0 else None))
+            x += reach[start + n]
+        right = max(right, x - PAD)
+        y = y_main + max(m.height() for m, _ in band) + 2 * PAD
+        start = end
+    return placed, right + MARGIN, y - 2 * PAD + MARGIN
 
 
 def _panel(ax, x, y, panel: Panel, cw: float, row_names) -> None:
