@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import ScenarioError
-from .given import given, plus_zero
+from .given import display_name, given, plus_zero
 from .labels import axis_labels, axis_title, step_labels  # axis_labels also imported from here by tracer.figures
 from .numbers import fractions_for, table_writer, tolerance
 from .writing import atomic_path, selected_steps  # noqa: F401  (also the CLI's, from here)
@@ -212,7 +212,7 @@ def _write_md(trace, steps, tmp: Path, blank: bool) -> None:
     for name, axes, a in given(trace):
         if name in ("x", "context") and any(s.id == name for s in steps):
             continue  # written below as a step
-        out += [f"### `{name}` — given", "", _md_table(f"{axes[0]} \\ {axes[1]}", axis_labels(trace, axes[0], a.shape[0]),
+        out += [f"### Given: {display_name(trace, name)}", "", _md_table(f"{axes[0]} \\ {axes[1]}", axis_labels(trace, axes[0], a.shape[0]),
                 axis_labels(trace, axes[1], a.shape[1]), _cells(a, fractions, tol)), ""]
     for step in steps:
         a = trace[step.id]

@@ -40,6 +40,26 @@ def given(trace) -> list[tuple[str, tuple[str, str], np.ndarray]]:
     return out
 
 
+SYMBOLS = {"q": "W_Q", "k": "W_K", "v": "W_V", "v_down": "W_V↓", "v_up": "W_V↑", "o": "W_O",
+           "bq": "b_Q", "bk": "b_K", "bv": "b_V", "bo": "b_O"}
+PER_GROUP = ("k", "v", "v_down", "v_up")   # one per key/value group when grouped-query
+
+
+def display_name(trace, name: str) -> str:
+    """A given matrix as the TUI names it: `W_Q (head 0)`, `W_K (group 1)`, `b_Q`, `X`, `norm_in
+    gain`, for the file's `weights.q[0]`, `weights.k[1]`, `weights.bq`, `x`, `norm_in.gain`."""
+    if name in ("x", "context"):
+        return {"x": "X", "context": "the context"}[name]
+    section, _, rest = name.partition(".")
+    if section != "weights":
+        return f"{section} {rest}"
+    key, _, index = rest.rstrip("]").partition("[")
+    if not index:
+        return SYMBOLS.get(key, key)
+    grouped = key in PER_GROUP and trace.scenario.groups < trace.scenario.heads
+    return f"{SYMBOLS.get(key, key)} ({'group' if grouped else 'head'} {index})"
+
+
 def plus_zero(a: np.ndarray) -> np.ndarray:
     """The array with −0.0 made +0.0 (they are equal; an export writes the one a person expects)."""
     return a + 0.0 if a.dtype.kind == "f" else a

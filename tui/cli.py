@@ -172,8 +172,11 @@ def _warn(trace) -> None:
 
 def cmd_list(args) -> int:
     import tracer.scenario as sc
+    from tracer.scenario.files import builtin_extras, installed
     for name, text in sc.list_builtins():
-        print(f"{name}\t{text}")
+        needs = "".join(f"   [needs the {e} extra: pip install 'attnsim[{e}]'"
+                        + ("]" if installed(e) else ", not installed]") for e in builtin_extras(name))
+        print(f"{name}\t{text}{needs}")
     return 0
 
 

@@ -30,7 +30,7 @@ ACTIONS = [("open scenario…", "pick a built-in or type a .toml path", "open"),
            ("quiz", "hide the computed cells and type them in", "quiz"),
            ("heads overview", "every head's weights at a glance", "heads"),
            ("arithmetic settings…", "each key of the arithmetic on its own", "settings"),
-           ("export…", "write the trace as json, npz, csv or md", "export"),
+           ("export…", "write the trace as json, npz, csv, md (a worksheet), svg or png", "export"),
            ("help", "every key and what it does", "help")]
 
 

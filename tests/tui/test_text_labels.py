@@ -34,3 +34,13 @@ async def test_each_heads_overview_tile_names_its_axes():
             assert isinstance(app.screen, HeadsScreen)
             tiles = list(app.screen.query(MiniHeat))
             assert tiles and all(t.border_subtitle == axes for t in tiles), [t.border_subtitle for t in tiles]
+
+
+@pilot_test
+async def test_the_help_says_e_writes_pictures_too():
+    from tui_helpers import screen_text
+    async with opened(size=(110, 70)) as (app, pilot):
+        await pilot.press("question_mark")
+        await pilot.pause()
+        line = next(line for line in screen_text(app).splitlines() if "export the trace" in line)
+        assert "svg" in line and "png" in line, line

@@ -59,6 +59,20 @@ def list_builtins() -> list[tuple[str, str]]:
     return out
 
 
+EXTRAS = {"models": ("safetensors", "tokenizers")}   # an extra's packages, as pyproject.toml names them
+
+
+def builtin_extras(name: str) -> list[str]:
+    """The extras a built-in needs beyond the core packages: `models` for a checkpoint's layer."""
+    data = read_toml(scenarios_dir() / f"{name}.toml")
+    return ["models"] if isinstance(data, dict) and "model" in data else []
+
+
+def installed(extra: str) -> bool:
+    import importlib.util
+    return all(importlib.util.find_spec(package) is not None for package in EXTRAS[extra])
+
+
 def resolve_path(spec) -> Path:
     """A built-in scenario's file (names win), or a path as given; a name never leaves the
     scenarios folder, since only the names listed there are ever joined to it."""

@@ -52,7 +52,7 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
                 "stable, dtype, mask, layout"),
         Binding("t", "layout", "layout", tooltip="view the scenario in rows or columns layout"),
         Binding("o", "open", "open", tooltip="open a scenario: a built-in or a .toml file"),
-        Binding("e", "export", "export", tooltip="export the trace: json, npz, csv or an md worksheet"),
+        Binding("e", "export", "export", tooltip="export the trace: json, npz, csv, md (a worksheet), svg or png"),
         Binding("w", "worksheet", "worksheet", tooltip="worksheet: every matrix of this head on one sheet, "
                 "the steps not reached yet blank"),
         Binding("z", "quiz", "quiz", tooltip="quiz: hide the computed cells; type a value, enter checks it"),
