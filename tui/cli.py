@@ -7,7 +7,6 @@ textual is imported only by the `tui` verb, so scripted runs start fast.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import warnings
 
@@ -66,6 +65,8 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("show", help="print steps as plain-text tables", epilog=INDEX_HELP)
     s.add_argument("scenario", nargs="?", help=SCENARIO_HELP)
     s.add_argument("--step", action="append", metavar="ID", help=STEP_HELP)
+    s.add_argument("--given", action="store_true",
+                   help="print the given matrices (x, every weight and bias), then only the steps --step names")
     s.add_argument("--decimals", action="store_true", help="decimals instead of exact fractions")
     s.add_argument("--full", action="store_true", help="print every row and column of large steps")
     s.add_argument("--explain", nargs=3, metavar=("ID", "ROW", "COL"), help="how one cell was computed; ROW and COL count from 0, as the table prints them")
@@ -181,7 +182,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from tui.tables import step_lines
+    from tui.tables import given_lines, lesson_text, step_lines
     from tracer.export import TEXT_CELLS, selected_steps
     trace = _trace(args)
     _warn(trace)
@@ -193,7 +194,7 @@ def cmd_show(args) -> int:
             raise ScenarioError("--explain", f"expected ID ROW COL with whole numbers, got {row!r} {col!r}") from None
         print(trace.explain(sid, row, col, fractions=not args.decimals))
         return 0
-    steps = selected_steps(trace, args.step)
+    steps = selected_steps(trace, args.step) if args.step or not args.given else []
     cells = sum(s.shape[0] * s.shape[1] for s in steps) if args.full else 0
     if cells > TEXT_CELLS["csv"]:  # what export refuses as text is refused here too, before computing
         raise ScenarioError("--full", f"printing {cells:,} numbers (about {cells * 12 / 2**30:.1f} GiB of text) is more "
@@ -201,23 +202,20 @@ def cmd_show(args) -> int:
     sc, ar = trace.scenario, trace.arithmetic
     layer = f"; layer {sc.model['layer']} of {sc.model['layers']}" if sc.model else ""  # as the heads overview says
     print(f"{sc.name}: {sc.title}".rstrip(": ") + f"   [arithmetic: {ar.preset}; layout: {trace.layout}{layer}]\n")
-    lesson = _lesson(sc.description)
+    lesson = lesson_text(sc.description)
     if lesson:  # what to look at in these tables
         print(lesson + "\n")
+    if args.given:
+        from tracer.given import given
+        for n, (name, axes, a) in enumerate(given(trace)):
+            sys.stdout.write("\n" if n else "")
+            sys.stdout.writelines(line + "\n" for line in given_lines(trace, name, axes, a, not args.decimals, args.full))
+        sys.stdout.write("\n" if steps else "")
     for n, step in enumerate(steps):  # line by line: the first rows appear at once, nothing is held whole
         sys.stdout.write("\n" if n else "")
         sys.stdout.writelines(line + "\n" for line in step_lines(trace, step, fractions=not args.decimals,
                                                                  full=args.full))
     return 0
-
-
-def _lesson(description: str, width: int = 100) -> str:
-    """A scenario's lesson as `show` prints it: each paragraph wrapped, the TUI's key hints left out."""
-    import textwrap
-    from tracer.export import worksheet_words
-    paragraphs = (worksheet_words(one_line(" ".join(p.split()), 20000))
-                  for p in re.split(r"\n\s*\n", description.strip()))
-    return "\n\n".join(textwrap.fill(p, width, break_on_hyphens=False) for p in paragraphs if p)
 
 
 def cmd_export(args) -> int:

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import itertools
+import re
+import textwrap
 
 import numpy as np
 
@@ -29,12 +31,26 @@ def step_lines(trace, step, fractions: bool = True, full: bool = False):
     """The table's lines one by one: a --full table of millions of cells is never one string
     (its column widths are measured in a first pass); labels are cut to MAX_LABEL characters."""
     a = trace[step.id]
+    ra, ca = (axis_title(axis, step.kind) for axis in step.axes)
+    yield (f"{step.id}  {step.title}:  {step.formula}   [{ra} × {ca}, "
+           f"{a.shape[0]} × {a.shape[1]}]")
+    yield from _body(trace, a, step_labels(trace, step), f"{ra}\\{ca}", fractions, full)
+
+
+def given_lines(trace, name: str, axes: tuple[str, str], a, fractions: bool = True, full: bool = False):
+    """A given matrix (an input, a weight) as a table, named as the TUI names it: `W_Q (head 0)`."""
+    from tracer.given import display_name
+    ra, ca = (axis_title(axis) for axis in axes)
+    yield f"{display_name(trace, name)}  (given: {name})   [{ra} × {ca}, {a.shape[0]} × {a.shape[1]}]"
+    names = tuple(axis_labels(trace, axis, size) for axis, size in zip(axes, a.shape))
+    yield from _body(trace, a, names, f"{ra}\\{ca}", fractions, full)
+
+
+def _body(trace, a, names, corner: str, fractions: bool, full: bool):
     rows, cols = _pick(a.shape[0], full), _pick(a.shape[1], full)
-    row_names, col_names = step_labels(trace, step)
+    row_names, col_names = names
     shown = a[np.ix_([r for r in rows if r is not None], [c for c in cols if c is not None])]
     write = table_writer(shown, fractions and fractions_for(trace), tolerance(a.dtype))
-    ra, ca = (axis_title(axis, step.kind) for axis in step.axes)
-    corner = f"{ra}\\{ca}"
 
     def line(r) -> list[str]:
         if r is None:
@@ -44,11 +60,18 @@ def step_lines(trace, step, fractions: bool = True, full: bool = False):
     widths = [len(cell) for cell in top]
     for r in rows:
         widths = [max(w, len(cell)) for w, cell in zip(widths, line(r))]
-    yield (f"{step.id}  {step.title}:  {step.formula}   [{ra} × {ca}, "
-           f"{a.shape[0]} × {a.shape[1]}]")
     for row in itertools.chain([top], map(line, rows)):
         cells = [row[0].ljust(widths[0])] + [cell.rjust(w) for cell, w in zip(row[1:], widths[1:])]
         yield "  " + "  ".join(cells)
+
+
+def lesson_text(description: str, width: int = 100) -> str:
+    """A scenario's lesson as `show` prints it: each paragraph wrapped, the TUI's key hints left out."""
+    from tracer.errors import one_line
+    from tracer.export import worksheet_words
+    paragraphs = (worksheet_words(one_line(" ".join(p.split()), 20000))
+                  for p in re.split(r"\n\s*\n", description.strip()))
+    return "\n\n".join(textwrap.fill(p, width, break_on_hyphens=False) for p in paragraphs if p)
 
 
 def _cut(label: str) -> str:

@@ -6,12 +6,15 @@ kernels use, whatever the file's layout.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from ..checks import Shapes, choice, kind, labels, matrix, per_head, text, unknown
 from ..errors import ScenarioError, as_text, one_line
 from . import generated as rnd
 from . import parts
+from .arrays import with_arrays
 from .core import Scenario
 from .files import read_toml, resolve_path
 from ..masks import read_mask
@@ -78,6 +81,7 @@ def build(data: dict, default_name: str = "scenario", source: str | None = None)
         data = {**data, **rnd.generate(data["random"], layout, itemsize)}
     if "x" not in data:
         raise ScenarioError("x", "missing; expected the input matrix (or a [random] section)")
+    data = with_arrays(data, Path(source).parent if source else Path.cwd())   # x = "inputs.npy"
     shapes = Shapes(layout)
     x = matrix(data["x"], "x")
     shapes.check("x", x.shape, ("token", "d_model"))
