@@ -10,7 +10,7 @@ import numpy as np
 
 MAX_DENOMINATOR = 1000
 DIGITS = 4          # significant digits of every decimal the TUI, show, md and pictures write
-CHUNK = 1 << 18     # cells a table's printing is measured in at a time
+CHUNK = 1 << 13     # cells a table's printing is measured in at a time (small: no large temporaries)
 MAX_DISTINCT = 512  # typed inputs hold few distinct values; more means data, not a worksheet
 
 
@@ -97,13 +97,13 @@ def _fraction(f: Fraction) -> str:
 def table_writer(array, fractions: bool = True, tol: float = 1e-15, digits: int = DIGITS):
     """fmt for the cells of one table, with one printing per printed number: where an exact 2
     and a rounded 1.9999997 would read `2` and `2.000`, both read `2.000`."""
-    flat = np.asarray(array).ravel()
-    chunks = [flat[i:i + CHUNK] for i in range(0, flat.size, CHUNK)]   # no full-size temporaries
+    array = np.asarray(array)
     short = set()                                    # printed numbers some cell prints short: 2, 0.5
-    for a, key in map(_keyed, chunks):
+    for a, key in map(_keyed, _chunks(array)):
         short.update(key[np.isclose(a, key, rtol=1e-12, atol=0)].tolist())
     short = np.array(sorted(short))
-    near = np.unique(np.concatenate([a[np.isin(key, short)] for a, key in map(_keyed, chunks)] or [[]]))
+    near = np.unique(np.concatenate([np.unique(a[np.isin(key, short)]) for a, key in map(_keyed, _chunks(array))]
+                                    or [[]]))
     groups: dict[float, set] = {}
     for k, v in zip(_rounded(near, digits).tolist(), near.tolist()):
         groups.setdefault(k, set()).add(v)
@@ -118,9 +118,19 @@ def table_writer(array, fractions: bool = True, tol: float = 1e-15, digits: int 
     return write
 
 
+def _chunks(array: np.ndarray):
+    """The array's cells a few rows at a time (a view each: no full-size temporaries)."""
+    if not array.size:
+        return
+    a = array.reshape(-1, array.shape[-1]) if array.ndim > 1 else array.reshape(1, -1)
+    step = max(1, CHUNK // max(1, a.shape[1]))
+    for r in range(0, a.shape[0], step):
+        yield a[r:r + step]
+
+
 def _keyed(chunk: np.ndarray, digits: int = DIGITS) -> tuple[np.ndarray, np.ndarray]:
     """A chunk's finite nonzero values and the number each prints, however it is written."""
-    a = chunk.astype(np.float64)
+    a = chunk.astype(np.float64).ravel()
     a = a[np.isfinite(a) & (a != 0)]
     return a, _rounded(a, digits)
 

@@ -49,7 +49,8 @@ def given_lines(trace, name: str, axes: tuple[str, str], a, fractions: bool = Tr
 def _body(trace, a, names, corner: str, fractions: bool, full: bool):
     rows, cols = _pick(a.shape[0], full), _pick(a.shape[1], full)
     row_names, col_names = names
-    shown = a[np.ix_([r for r in rows if r is not None], [c for c in cols if c is not None])]
+    elided = None in rows or None in cols   # measured on what is printed, without a copy of a --full table
+    shown = a[np.ix_([r for r in rows if r is not None], [c for c in cols if c is not None])] if elided else a
     write = table_writer(shown, fractions and fractions_for(trace), tolerance(a.dtype))
 
     def line(r) -> list[str]:

@@ -29,9 +29,7 @@ def with_arrays(data: dict, base: Path) -> dict:
         weights = dict(weights)
         for key in WEIGHTS:
             value = weights.get(key)
-            if key == "v" and value == "k":   # the values are the keys: not a file
-                continue
-            if isinstance(value, str):
+            if isinstance(value, str) and not (key == "v" and value == "k"):   # v = "k": the keys, not a file
                 weights[key] = read_array(value, f"weights.{key}", base)
             elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
                 weights[key] = [read_array(v, f"weights.{key}[{h}]", base) for h, v in enumerate(value)]
