@@ -108,9 +108,11 @@ def table_writer(array, fractions: bool = True, tol: float = 1e-15, digits: int 
     for k, v in zip(_rounded(near, digits).tolist(), near.tolist()):
         groups.setdefault(k, set()).add(v)
     same = {}
-    for values in groups.values():
-        if len(values) > 1 and len({fmt(v, fractions, digits, tol) for v in values}) > 1:
-            same.update((v, padded(v, digits).replace("-", "−")) for v in values)
+    for values in groups.values():   # a fraction (1/3) is its own exact number, never padded
+        texts = {v: fmt(v, fractions, digits, tol) for v in values}
+        decimals = [v for v, text in texts.items() if "/" not in text]
+        if len({texts[v] for v in decimals}) > 1:
+            same.update((v, padded(v, digits).replace("-", "−")) for v in decimals)
 
     def write(value) -> str:
         value = float(value)
