@@ -62,7 +62,7 @@ async def test_draws_labels_numbers_and_masked_cells():
         await pilot.pause()
         lines = drawn(view)
         assert lines[0] == ["k1", "k2"]
-        assert lines[1] == ["q1", "0.5", "−∞"]
+        assert lines[1] == ["q1", "1/2", "−∞"]   # one rule: a fraction, as 2/3 beside it
         assert lines[2] == ["q2", "2/3", "1/3"]
         view.show(a, ["q1", "q2"], ["k1", "k2"], fractions=False)
         await pilot.pause()
