@@ -43,7 +43,7 @@ def test_layer_and_text_replace_the_builtins_own(tmp_path, capsys, attentions, a
     assert main(["export", "induction", *argv, "-o", str(target)]) == 0
     capsys.readouterr()
     want = attentions(text or tracer.load_scenario("induction").model["text"])[layer]
-    with np.load(target) as got:
+    with np.load(target, allow_pickle=False) as got:
         for h in range(want.shape[0]):
             np.testing.assert_allclose(got[f"h{h}.weights"], want[h], atol=1e-5)
     assert main(["show", "induction", *argv, "--step", "h0.weights"]) == 0
