@@ -95,3 +95,17 @@ def test_a_running_max_and_rescale_are_not_labelled_sums():
         assert f"[query × {word}, 6 × 1]" in title and header.split() == [f"query\\{word}", word], (title, header)
     title, header = step_table(trace, trace.step("h0.blk0.sums")).splitlines()[:2]
     assert "[query × sum, 6 × 1]" in title and header.split() == ["query\\sum", "Σ"]
+
+
+def test_the_md_worksheet_and_the_heatmap_print_the_rope_diagonal_one_way(tmp_path):
+    from tracer.export import write_export
+    from tracer.figures.common import number_writer
+    trace = tracer.run(tracer.load_scenario("rope"), "exact")
+    path = tmp_path / "rope.md"
+    write_export(trace, path, steps=["h0.scores"])
+    table = path.read_text(encoding="utf-8").split("## `h0.scores`")[1]
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")][1:] for line in table.splitlines()
+            if line.startswith("| **")]
+    assert len(rows) == 5 and len({rows[i][i] for i in range(5)}) == 1, rows
+    write = number_writer(trace, trace["h0.scores"])           # the pictures' writer
+    assert len({write(trace["h0.scores"][i, i]) for i in range(5)}) == 1
