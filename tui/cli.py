@@ -195,11 +195,14 @@ def cmd_show(args) -> int:
         print(trace.explain(sid, row, col, fractions=not args.decimals))
         return 0
     steps = selected_steps(trace, args.step) if args.step or not args.given else []
+    sc = trace.scenario
     cells = sum(s.shape[0] * s.shape[1] for s in steps) if args.full else 0
+    cells += (sc.x.size + sum(w.size for w in (sc.w_q, sc.w_k, sc.w_v, sc.w_o) if w is not None)
+              if args.full and args.given else 0)
     if cells > TEXT_CELLS["csv"]:  # what export refuses as text is refused here too, before computing
         raise ScenarioError("--full", f"printing {cells:,} numbers (about {cells * 12 / 2**30:.1f} GiB of text) is more "
                             "than a text table should hold; expected fewer steps (--step) or an npz export")
-    sc, ar = trace.scenario, trace.arithmetic
+    ar = trace.arithmetic
     layer = f"; layer {sc.model['layer']} of {sc.model['layers']}" if sc.model else ""  # as the heads overview says
     print(f"{sc.name}: {sc.title}".rstrip(": ") + f"   [arithmetic: {ar.preset}; layout: {trace.layout}{layer}]\n")
     lesson = lesson_text(sc.description)
