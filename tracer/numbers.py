@@ -75,7 +75,7 @@ def padded(value: float, digits: int = DIGITS) -> str:
 
 
 def fmt(value: float, fractions: bool = True, digits: int = DIGITS, tol: float = 1e-15) -> str:
-    """A short text for value: `3`, `−1`, `1/3`, `0.5`, `0.2119`, `−∞`."""
+    """A short text for value: `3`, `−1`, `1/3`, `1/2` (`0.5` without fractions), `0.2119`, `−∞`."""
     value = float(value)
     if math.isnan(value):
         return "nan"

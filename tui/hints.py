@@ -130,4 +130,4 @@ def _number(text: str) -> Fraction:
 
 
 def _show(value: Fraction) -> str:
-    return fmt(float(value), True, tol=1e-12)  # 45/7 stays a fraction, 1263/250 is written 5.052
+    return fmt(float(value), True, tol=1e-12)  # 45/7 and 3/4 stay fractions, as the tables write them
