@@ -41,16 +41,17 @@ def server():
     url = f"http://127.0.0.1:{port}"
     try:
         line = proc.stdout.readline()
+        token = re.search(r"\?token=(\S+)", line).group(1)
         deadline = time.monotonic() + START
         while True:
             try:
-                with urllib.request.urlopen(url + "/", timeout=5) as reply:
+                with urllib.request.urlopen(f"{url}/?token={token}", timeout=5) as reply:
                     page = reply.read().decode()
                 break
             except OSError:
                 assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
                 time.sleep(0.2)
-        yield {"url": url, "port": port, "line": line, "page": page}
+        yield {"url": url, "port": port, "line": line, "page": page, "token": token, "pid": proc.pid}
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -61,17 +62,17 @@ def server():
 
 
 def test_prints_the_address_and_serves_the_page(server):
-    assert server["line"].startswith(f"attnsim: serving by_hand at {server['url']} ")
-    assert f"ws://127.0.0.1:{server['port']}/ws" in server["page"]
+    assert server["line"].startswith(f"attnsim: serving by_hand at {server['url']}/?token={server['token']} ")
+    assert f"ws://127.0.0.1:{server['port']}/ws/{server['token']}" in server["page"]
 
 
-async def _screens(url: str, keys: list[str], wanted: list[str]) -> list[str]:
+async def _screens(url: str, token: str, keys: list[str], wanted: list[str]) -> list[str]:
     """Opens the page's websocket as a browser would, and for each key (None: none) collects the
     app's text until the wanted string shows (or START runs out)."""
     import aiohttp
     seen = []
     async with aiohttp.ClientSession() as session:
-        async with session.ws_connect(url.replace("http", "ws") + "/ws?width=120&height=40") as ws:
+        async with session.ws_connect(url.replace("http", "ws") + f"/ws/{token}?width=120&height=40") as ws:
             await ws.send_json(["resize", {"width": 120, "height": 40}])
             for key, want in zip(keys, wanted):
                 if key is not None:
@@ -94,7 +95,7 @@ async def _screens(url: str, keys: list[str], wanted: list[str]) -> list[str]:
 def test_websocket_shows_the_app_and_n_moves_to_the_next_step(server):
     trace = tracer.run("by_hand")
     first, nxt = trace.steps[0], trace.steps[1]
-    screen, after = asyncio.run(_screens(server["url"], [None, "n"], [first.formula, nxt.formula]))
+    screen, after = asyncio.run(_screens(server["url"], server["token"], [None, "n"], [first.formula, nxt.formula]))
     assert "by_hand" in screen and first.formula in screen and trace.arithmetic.preset in screen
     assert nxt.formula not in screen
     assert nxt.formula in after and nxt.id in after
@@ -118,7 +119,7 @@ def test_bad_input_is_refused_before_serving(argv, field):
 
 def test_the_command_served_is_this_pythons_attnsim():
     from tui.serve import command
-    assert command("my file.toml", "by-hand", ["scale=2"]).split(" ", 1) == [
+    assert command("my file.toml", "by-hand", ["scale=2"]).split(" ", 2)[1:] == [
         sys.executable, "-m tui tui 'my file.toml' --arithmetic by-hand --set scale=2"]
 
 
@@ -156,7 +157,7 @@ def test_chromium_loads_the_page_draws_the_app_and_n_moves_on(server):
     browser = webdriver.Chrome(options=options, service=Service(DRIVER))
     try:
         browser.set_page_load_timeout(START)
-        browser.get(server["url"] + "/")
+        browser.get(f"{server['url']}/?token={server['token']}")
         splash = _pixels(browser.get_screenshot_as_png())
         browser.find_element(By.TAG_NAME, "body").click()  # the splash starts the app on a click
 

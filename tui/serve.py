@@ -2,6 +2,8 @@
 that opens the page gets its own `attnsim tui` process, run by this very Python."""
 from __future__ import annotations
 
+import ipaddress
+import secrets
 import shlex
 import socket
 import sys
@@ -18,11 +20,31 @@ def command(scenario: str, arithmetic: str | None = None, sets=()) -> str:
         parts += ["--arithmetic", arithmetic]
     for item in sets:
         parts += ["--set", item]
-    return shlex.join(parts)
+    return "exec " + shlex.join(parts)  # the shell becomes the app: ending the process ends the session
+
+
+def check_host(host: str, expose: bool) -> None:
+    """Loopback unless asked: an empty --host (an unset variable in a script) is refused, and any
+    other address needs --expose, because whoever reaches it gets a session of the app."""
+    if not host.strip():
+        raise ScenarioError("--host", "expected an address to listen on, such as 127.0.0.1; got an empty one")
+    if not expose and not is_loopback(host):
+        raise ScenarioError("--host", f"{host} can be reached from other machines; expected a loopback address "
+                            "(127.0.0.1), or add --expose to let anyone who can reach it and has the printed "
+                            "address run the app as this user")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def address(host: str, port: int) -> str:
-    """The address to open in a browser."""
+    """The server's address (without the token)."""
     name = socket.gethostname() if host in WILDCARDS else host
     return f"http://[{name}]:{port}" if ":" in name else f"http://{name}:{port}"
 
@@ -60,26 +82,30 @@ def check_run(scenario: str, arithmetic: str | None, sets) -> None:
 
 
 def serve(scenario: str, host: str = "127.0.0.1", port: int = 8000, arithmetic: str | None = None,
-          sets=()) -> None:
-    """Serves the TUI on host:port until Ctrl+C; prints the address to open."""
+          sets=(), expose: bool = False) -> None:
+    """Serves the TUI on host:port until Ctrl+C; prints the address to open, with this run's token."""
+    check_host(host, expose)
     try:
-        from textual_serve.server import Server
+        from tui.webguard import GuardedServer, quiet_logging
     except ImportError:
         raise ScenarioError("serve", "textual-serve is not installed; expected it: "
                             "pip install 'attnsim[web]'") from None
     check_run(scenario, arithmetic, sets)
     check_port(host, port)
-    url = address(host, port)
+    url, token = address(host, port), secrets.token_urlsafe(24)
 
-    class QuietServer(Server):
-        """textual-serve, saying only the address (its banner and request log left out)."""
+    class QuietServer(GuardedServer):
+        """Saying only the address (textual-serve's banner and request log left out)."""
 
         def initialize_logging(self) -> None:
-            import logging
-            logging.basicConfig(level="WARNING", format="%(message)s")
+            quiet_logging()
 
         async def on_startup(self, app) -> None:
-            print(f"attnsim: serving {scenario} at {url}  (open it in a web browser; Ctrl+C stops)", flush=True)
+            print(f"attnsim: serving {scenario} at {url}/?token={token}  (open it in a web browser; Ctrl+C stops)",
+                  flush=True)
+            if not is_loopback(host):
+                print(f"attnsim: warning: listening on {host}: anyone who can reach port {port} there and has "
+                      "this address can run the app as this user (open files, write exports)", flush=True)
 
-    QuietServer(command(scenario, arithmetic, sets), host=host, port=port, title=f"attnsim {scenario}",
-                public_url=url).serve()
+    QuietServer(command(scenario, arithmetic, sets), host=host, port=port, token=token,
+                title=f"attnsim {scenario}", public_url=url).serve()
