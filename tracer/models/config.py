@@ -3,12 +3,16 @@ Llama family, whichever transformers version wrote it (old keys and new ones are
 from __future__ import annotations
 
 import json
+import math
 import numbers
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..checks import kind
 from ..errors import ScenarioError
+from ..readfile import read_bounded
+
+CONFIG_BYTES = 2**20            # a config is kilobytes
 
 FAMILIES = {"gpt2": "gpt2", "llama": "llama", "mistral": "llama", "qwen2": "llama"}
 GELU_TANH = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast")   # the same curve, written three ways
@@ -29,18 +33,26 @@ class Config:
     activation: str        # "gelu_tanh", "gelu" or "silu"
     rope_theta: float | None
     sliding_window: int | None = None
+    inner: int = 0         # the MLP's hidden width
+
+
+def read_json(path: Path, limit: int, expected: str):
+    """A JSON document of a checkpoint: a regular file within `limit` bytes, nesting bounded."""
+    raw = read_bounded(path, limit, path.name, expected, str(path.parent))
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise ScenarioError(path.name, f"is nested too deeply; expected {expected}", str(path.parent)) from None
+    except (UnicodeDecodeError, ValueError) as err:
+        raise ScenarioError(path.name, f"cannot be read ({str(err).splitlines()[0][:120]}); expected {expected}",
+                            str(path.parent)) from None
 
 
 def read_config(folder: Path) -> Config:
     """The Config of the checkpoint in `folder`; an unsupported family or key is refused by name."""
     path = folder / "config.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ScenarioError("config.json", "is missing; expected a checkpoint folder with config.json, "
-                            "model.safetensors and tokenizer.json", str(folder)) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ScenarioError("config.json", f"cannot be read ({err}); expected a JSON file", str(folder)) from None
+    data = read_json(path, CONFIG_BYTES, "a JSON config (a checkpoint folder has config.json, "
+                     "model.safetensors and tokenizer.json)")
     if not isinstance(data, dict):
         raise ScenarioError("config.json", f"expected a JSON object, got {kind(data)}", str(folder))
     try:
@@ -51,29 +63,31 @@ def read_config(folder: Path) -> Config:
 
 def _parse(data: dict) -> Config:
     model_type = data.get("model_type")
-    if model_type not in FAMILIES:
+    if not isinstance(model_type, str) or model_type not in FAMILIES:
         raise ScenarioError("model_type", f"{model_type!r} is not supported; expected one of "
                             f"{', '.join(FAMILIES)}")
     get = _Reader(data)
     if FAMILIES[model_type] == "gpt2":
-        d_model, heads = get.int("n_embd"), get.int("n_head")
+        d_model, heads = get.positive("n_embd"), get.positive("n_head")
         activation = get.word("activation_function", "gelu_new", GELU_TANH + ("gelu",))
         for key, want in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False)):
             if data.get(key, want) is not want:
                 raise ScenarioError(key, f"expected {str(want).lower()} (the only GPT-2 scaling supported)")
-        return Config(model_type, "gpt2", d_model, get.int("n_layer"), heads, heads, _per_head(d_model, heads),
-                      get.int("n_positions", get.int("n_ctx", 1024)), get.number("layer_norm_epsilon", 1e-5),
-                      "gelu_tanh" if activation in GELU_TANH else "gelu", None)
-    d_model, heads = get.int("hidden_size"), get.int("num_attention_heads")
-    groups = get.int("num_key_value_heads", heads)
+        return Config(model_type, "gpt2", d_model, get.positive("n_layer"), heads, heads, _per_head(d_model, heads),
+                      get.positive("n_positions", get.positive("n_ctx", 1024)),
+                      get.number("layer_norm_epsilon", 1e-5), "gelu_tanh" if activation in GELU_TANH else "gelu",
+                      None, inner=get.positive("n_inner", 4 * d_model))
+    d_model, heads = get.positive("hidden_size"), get.positive("num_attention_heads")
+    groups = get.positive("num_key_value_heads", heads)
     if heads % groups:
         raise ScenarioError("num_key_value_heads", f"expected a divisor of num_attention_heads ({heads}), got {groups}")
     head_dim = get.int("head_dim", 0) or _per_head(d_model, heads)
     get.word("hidden_act", "silu", ("silu",))
     window = data.get("sliding_window") if data.get("use_sliding_window", True) else None
-    return Config(model_type, "llama", d_model, get.int("num_hidden_layers"), heads, groups, head_dim,
-                  get.int("max_position_embeddings", 2048), get.number("rms_norm_eps", 1e-6), "silu",
-                  _rope_theta(data), window if isinstance(window, int) and window > 0 else None)
+    return Config(model_type, "llama", d_model, get.positive("num_hidden_layers"), heads, groups, head_dim,
+                  get.positive("max_position_embeddings", 2048), get.number("rms_norm_eps", 1e-6), "silu",
+                  _rope_theta(data), window if isinstance(window, int) and window > 0 else None,
+                  inner=get.positive("intermediate_size"))
 
 
 def _rope_theta(data: dict) -> float:
@@ -87,8 +101,8 @@ def _rope_theta(data: dict) -> float:
         raise ScenarioError("rope_parameters.rope_type", f"{rope_type!r} is not supported; expected \"default\" "
                             "(plain rotary positions)")
     theta = params.get("rope_theta", data.get("rope_theta", 10000.0))
-    if isinstance(theta, bool) or not isinstance(theta, numbers.Real) or not theta > 1:
-        raise ScenarioError("rope_theta", f"expected a number > 1, got {kind(theta)}")
+    if isinstance(theta, bool) or not isinstance(theta, numbers.Real) or not 1 < theta < math.inf:
+        raise ScenarioError("rope_theta", f"expected a finite number > 1, got {kind(theta)}")
     return float(theta)
 
 
@@ -110,6 +124,13 @@ class _Reader:
             value = default
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ScenarioError(key, f"expected a whole number ≥ 0, got {kind(value)}")
+        return value
+
+    def positive(self, key: str, default: int | None = None) -> int:
+        """A count that must be at least 1 (heads, layers, widths): 0 would divide by zero later."""
+        value = self.int(key, default)
+        if value < 1:
+            raise ScenarioError(key, f"expected a whole number ≥ 1, got {value}")
         return value
 
     def number(self, key: str, default: float) -> float:

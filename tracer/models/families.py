@@ -38,11 +38,58 @@ def prefix(tensors: Tensors, cfg: Config) -> str:
                         str(tensors.folder))
 
 
+def shapes(cfg: Config, pre: str, i: int, mlp: bool) -> dict[str, tuple[int, ...]]:
+    """Every tensor block i reads, with the shape config.json implies (biases of the Llama family
+    only where saved), so that a broken checkpoint is refused by name before any arithmetic."""
+    d, inner, hd = cfg.d_model, cfg.inner, cfg.head_dim
+    if cfg.family == "gpt2":
+        p = f"{pre}h.{i}."
+        want = {p + "ln_1.weight": (d,), p + "ln_1.bias": (d,), p + "attn.c_attn.weight": (d, 3 * d),
+                p + "attn.c_attn.bias": (3 * d,), p + "attn.c_proj.weight": (d, d), p + "attn.c_proj.bias": (d,)}
+        if mlp:
+            want.update({p + "ln_2.weight": (d,), p + "ln_2.bias": (d,), p + "mlp.c_fc.weight": (d, inner),
+                         p + "mlp.c_fc.bias": (inner,), p + "mlp.c_proj.weight": (inner, d),
+                         p + "mlp.c_proj.bias": (d,)})
+        return want
+    p, q, kv = f"{pre}layers.{i}.", cfg.heads * hd, cfg.groups * hd
+    want = {p + "input_layernorm.weight": (d,), p + "self_attn.q_proj.weight": (q, d),
+            p + "self_attn.k_proj.weight": (kv, d), p + "self_attn.v_proj.weight": (kv, d),
+            p + "self_attn.o_proj.weight": (d, q), p + "self_attn.q_proj.bias": (q,),
+            p + "self_attn.k_proj.bias": (kv,), p + "self_attn.v_proj.bias": (kv,), p + "self_attn.o_proj.bias": (d,)}
+    if mlp:
+        want.update({p + "post_attention_layernorm.weight": (d,), p + "mlp.gate_proj.weight": (inner, d),
+                     p + "mlp.up_proj.weight": (inner, d), p + "mlp.down_proj.weight": (d, inner)})
+    return want
+
+
+def check_shapes(tensors: Tensors, want: dict, optional=lambda name: name.endswith(".bias")) -> None:
+    for name, shape in want.items():
+        if optional(name) and name not in tensors:
+            continue
+        got = tensors.shape(name)
+        if got != shape:
+            raise ScenarioError(name, f"has shape {_shape(got)}; expected {_shape(shape)}, as config.json's sizes "
+                                "give", str(tensors.folder))
+
+
+def _shape(shape: tuple) -> str:
+    return "(" + ", ".join(map(str, shape)) + ")"
+
+
 def embed(tensors: Tensors, cfg: Config, ids: list[int]) -> np.ndarray:
     """The residual stream entering block 0: token embeddings (plus learned positions for GPT-2)."""
     pre = prefix(tensors, cfg)
     name = pre + ("wte.weight" if cfg.family == "gpt2" else "embed_tokens.weight")
-    vocab = tensors.shape(name)[0]
+    table = tensors.shape(name)
+    if len(table) != 2 or table[1] != cfg.d_model or table[0] < 1:
+        raise ScenarioError(name, f"has shape {_shape(table)}; expected (vocabulary, {cfg.d_model}), as "
+                            "config.json's sizes give", str(tensors.folder))
+    if cfg.family == "gpt2":
+        places = tensors.shape(pre + "wpe.weight")
+        if len(places) != 2 or places[1] != cfg.d_model or places[0] < len(ids):
+            raise ScenarioError(pre + "wpe.weight", f"has shape {_shape(places)}; expected ({len(ids)} or more "
+                                f"positions, {cfg.d_model}) for the text's {len(ids)} tokens", str(tensors.folder))
+    vocab = table[0]
     if max(ids) >= vocab:
         raise ScenarioError("tokenizer.json", f"gives token id {max(ids)}; expected ids below the model's "
                             f"vocabulary of {vocab}", str(tensors.folder))
@@ -54,6 +101,9 @@ def embed(tensors: Tensors, cfg: Config, ids: list[int]) -> np.ndarray:
 
 def block(tensors: Tensors, cfg: Config, layer: int, mlp: bool = True) -> Block:
     """Block `layer`'s weights; without its MLP when `mlp` is false (the traced layer needs none)."""
+    pre = prefix(tensors, cfg)
+    check_shapes(tensors, shapes(cfg, pre, layer, mlp),
+                 optional=(lambda name: False) if cfg.family == "gpt2" else (lambda name: name.endswith(".bias")))
     return (_gpt2 if cfg.family == "gpt2" else _llama)(tensors, cfg, prefix(tensors, cfg), layer, mlp)
 
 
@@ -70,9 +120,6 @@ def _split(b: np.ndarray | None, count: int) -> np.ndarray | None:
 def _gpt2(t: Tensors, cfg: Config, pre: str, i: int, mlp: bool) -> Block:
     p, d, h = f"{pre}h.{i}.", cfg.d_model, cfg.heads
     w, b = t[p + "attn.c_attn.weight"], t[p + "attn.c_attn.bias"]   # Conv1D: (in, out), q|k|v fused
-    if w.shape != (d, 3 * d):
-        raise ScenarioError(p + "attn.c_attn.weight", f"has shape {w.shape}; expected ({d}, {3 * d}) as "
-                            "config.json's n_embd gives", str(t.folder))
     norm = lambda name: dict(kind="layer", gain=t[p + name + ".weight"], bias=t[p + name + ".bias"],  # noqa: E731
                              eps=cfg.eps)
     return Block(norm_in=norm("ln_1"),
@@ -93,11 +140,6 @@ def _llama(t: Tensors, cfg: Config, pre: str, i: int, mlp: bool) -> Block:
 
     (wq, bq), (wk, bk), (wv, bv) = linear("self_attn.q_proj"), linear("self_attn.k_proj"), linear("self_attn.v_proj")
     wo, bo = linear("self_attn.o_proj")
-    width = cfg.heads * cfg.head_dim
-    if wq.shape != (cfg.d_model, width) or wk.shape != (cfg.d_model, cfg.groups * cfg.head_dim):
-        raise ScenarioError(p + "self_attn", f"has q {wq.shape[::-1]} and k {wk.shape[::-1]}; expected the "
-                            f"shapes config.json gives ({width}, {cfg.d_model}) and "
-                            f"({cfg.groups * cfg.head_dim}, {cfg.d_model})", str(t.folder))
     norm = lambda name: dict(kind="rms", gain=t[p + name + ".weight"], bias=None, eps=cfg.eps)  # noqa: E731
     return Block(norm_in=norm("input_layernorm"),
                  q=_heads(wq, cfg.heads), k=_heads(wk, cfg.groups), v=_heads(wv, cfg.groups), o=wo,

@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import ScenarioError
+from ..readfile import read_bounded
 from .packages import require
 
 SPACE = "␣"
 TOKENIZER = "tokenizer.json"
+TOKENIZER_BYTES = 256 * 2**20   # the largest vocabularies' tokenizer.json are tens of megabytes
 _ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 
@@ -40,12 +42,16 @@ def encode(folder: Path, text, positions: int) -> tuple[list[int], list[str]]:
     if not isinstance(text, str) or not text.strip():
         raise ScenarioError("model.text", "expected some text to tokenize, got "
                             + ("an empty text" if isinstance(text, str) else type(text).__name__))
-    tokenizers = require("tokenizers")
-    path = folder / TOKENIZER
-    if not path.is_file():
-        raise ScenarioError(TOKENIZER, "is missing; expected the checkpoint's tokenizer (tokenizer.json)", str(folder))
     try:
-        tokenizer = tokenizers.Tokenizer.from_file(str(path))
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:   # a command line's undecodable bytes arrive as lone surrogates
+        raise ScenarioError("model.text", f"is not UTF-8 text (character {err.start} is an undecodable "
+                            "byte); expected text in UTF-8") from None
+    tokenizers = require("tokenizers")
+    raw = read_bounded(folder / TOKENIZER, TOKENIZER_BYTES, TOKENIZER,
+                       "the checkpoint's tokenizer (tokenizer.json)", str(folder))
+    try:
+        tokenizer = tokenizers.Tokenizer.from_str(raw.decode("utf-8"))
     except Exception as err:  # the Rust side raises plain Exceptions for a bad file
         raise ScenarioError(TOKENIZER, f"cannot be read ({str(err).splitlines()[0][:200]}); expected a "
                             "tokenizer saved by the tokenizers library", str(folder)) from None

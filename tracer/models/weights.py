@@ -3,15 +3,18 @@ from model.safetensors or the shards its index names; bfloat16 straight from the
 from __future__ import annotations
 
 import json
+import os
 import struct
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import ScenarioError
+from ..readfile import regular
 from .packages import require
 
 INDEX = "model.safetensors.index.json"
+INDEX_BYTES = 64 * 2**20               # an index is megabytes
 SINGLE = "model.safetensors"
 NUMPY_DTYPES = ("F64", "F32", "F16")   # what safetensors hands to NumPy itself; BF16 is read here
 
@@ -25,14 +28,15 @@ class Tensors:
         self._open = require("safetensors").safe_open
         self.folder, self._where, self._shapes = folder, {}, {}
         index = folder / INDEX
-        if index.is_file():
+        if os.path.lexists(index):
             files = sorted(set(_weight_map(index).values()))
-        elif (folder / SINGLE).is_file():
+        elif os.path.lexists(folder / SINGLE):
             files = [SINGLE]
         else:
             raise ScenarioError(SINGLE, f"is missing (and there is no {INDEX}); expected the checkpoint's "
                                 "weights in safetensors format", str(folder))
-        for name in files:
+        for name in files:  # stat first: a FIFO or a device is refused before anything opens it
+            regular(folder / name, name, "a safetensors file (a shard the index names)", str(folder))
             try:
                 with self._open(str(folder / name), framework="numpy") as handle:
                     for key in handle.keys():
@@ -95,12 +99,13 @@ def _widen_bf16(words: np.ndarray) -> np.ndarray:
 
 
 def _weight_map(index: Path) -> dict:
+    from .config import read_json
+    data = read_json(index, INDEX_BYTES, "a JSON object with a weight_map of tensor name to shard file")
     try:
-        data = json.loads(index.read_text(encoding="utf-8"))
         mapping = data["weight_map"]
         if not isinstance(mapping, dict) or not all(isinstance(v, str) and "/" not in v for v in mapping.values()):
             raise TypeError("weight_map")
         return mapping
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
+    except (KeyError, TypeError) as err:
         raise ScenarioError(INDEX, f"cannot be read ({type(err).__name__}: {err}); expected a JSON object with "
                             "a weight_map of tensor name to shard file", str(index.parent)) from None

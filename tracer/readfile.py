@@ -1,0 +1,53 @@
+"""Reading a file a user named, safely: it must be a regular file (a FIFO would hang the read, a
+device such as /dev/zero would never end), no larger than a bound checked before reading, and read
+with that bound even if it grows meanwhile. Every refusal is a ScenarioError naming the file."""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from .errors import ScenarioError
+
+
+def why(err: Exception) -> str:
+    return getattr(err, "strerror", None) or str(err) or type(err).__name__
+
+
+def regular(path: Path, field: str, expected: str, where: str | None = None) -> os.stat_result:
+    """stat() of a regular file (following links); a missing, odd or unreadable one refused."""
+    where = str(path) if where is None else where
+    try:
+        info = path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        if os.path.lexists(path):
+            raise ScenarioError(field, f"is a link to nothing; expected {expected}", where) from None
+        raise ScenarioError(field, f"is missing; expected {expected}", where) from None
+    except (OSError, ValueError) as err:
+        raise ScenarioError(field, f"cannot be read ({why(err)}); expected {expected}", where) from None
+    if stat.S_ISDIR(info.st_mode):
+        raise ScenarioError(field, f"is a directory; expected {expected}", where)
+    if not stat.S_ISREG(info.st_mode):
+        raise ScenarioError(field, f"is not a regular file (a device, pipe or socket); expected {expected}", where)
+    return info
+
+
+def read_bounded(path: Path, limit: int, field: str, expected: str, where: str | None = None) -> bytes:
+    """The bytes of regular file `path`, at most `limit` of them (a larger file is refused)."""
+    where = str(path) if where is None else where
+    info = regular(path, field, expected, where)
+    too_big = f"is larger than {_size(limit)}; expected {expected}"
+    if info.st_size > limit:
+        raise ScenarioError(field, too_big, where)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(limit + 1)
+    except OSError as err:
+        raise ScenarioError(field, f"cannot be read ({why(err)}); expected {expected}", where) from None
+    if len(raw) > limit:
+        raise ScenarioError(field, too_big, where)
+    return raw
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 2**20 else f"{n >> 10} KiB"
