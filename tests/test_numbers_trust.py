@@ -65,3 +65,27 @@ def test_exports_never_write_minus_zero(tmp_path):
     tracer.export.write_export(trace, tmp_path / "t.npz")
     with np.load(tmp_path / "t.npz", allow_pickle=False) as z:
         assert not np.signbit(z["x"][z["x"] == 0]).any()
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=300)
+@given(st.text(max_size=40), st.floats(allow_nan=True, allow_infinity=True))
+def test_any_typed_text_is_judged_or_refused_never_an_error(text, value):
+    from tui.answers import NotAnAnswer, below, is_right, parse
+    try:
+        answer = parse(text)
+    except NotAnAnswer:
+        return
+    is_right(answer, value)
+    below(answer, value)
+
+
+@given(st.sampled_from(["1e309", "-1e309", "2e308", "17976931348623159e292", "-2e308/1"[:-2]]))
+def test_beyond_float64_is_out_of_range(text):
+    import pytest
+    from tui.answers import NotAnAnswer, parse
+    with pytest.raises(NotAnAnswer, match="out of range"):
+        parse(text)

@@ -22,7 +22,7 @@ from .errors import ScenarioError
 from .given import display_name, given, plus_zero
 from .labels import axis_labels, axis_title, step_labels  # axis_labels also imported from here by tracer.figures
 from .numbers import fractions_for, table_writer, tolerance
-from .writing import atomic_path, selected_steps  # noqa: F401  (also the CLI's, from here)
+from .writing import atomic_path, refuse_an_input, selected_steps  # noqa: F401  (also the CLI's, from here)
 
 SCHEMA = "attnsim.trace/1"
 FORMATS = ("json", "npz", "csv", "md", "svg", "png")
@@ -118,6 +118,7 @@ def write_export(trace, path, fmt: str | None = None, steps=None, blank: bool = 
     a picture format draws `figure` (heatmap, worksheet or lines)."""
     name = format_for(path, fmt)
     check_blank(name, blank, figure)
+    refuse_an_input(path, trace.scenario)
     if name in PICTURES:
         from .figures import write_figure
         return write_figure(trace, path, steps, kind=figure, blank=blank, fmt=name)

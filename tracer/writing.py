@@ -25,6 +25,33 @@ def selected_steps(trace, steps=None) -> list:
     return [s for s in trace.steps if s.id in wanted]
 
 
+def refuse_an_input(path, scenario) -> None:
+    """An export never replaces what its own run read: the scenario file, the array files it
+    names, or anything in the checkpoint folder of a model's layer (hard links and symbolic
+    links to them included)."""
+    target = Path(path)
+    for given in (scenario.source, *scenario.files):
+        if given and _same(target, Path(given)):
+            raise ScenarioError("-o", f"{target} is an input of this run ({given}); expected another path, "
+                                "so that the input is kept")
+    folder = (scenario.model or {}).get("path")
+    if folder and _inside(target, Path(folder)):
+        raise ScenarioError("-o", f"{target} is inside the checkpoint folder {folder}, an input of this run; "
+                            "expected a path outside it")
+
+
+def _same(a: Path, b: Path) -> bool:
+    with contextlib.suppress(OSError):
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _inside(target: Path, folder: Path) -> bool:
+    real, top = Path(os.path.realpath(target)), Path(os.path.realpath(folder))
+    return top == real or top in real.parents
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike):
     """Yields a temporary path beside `path`; renames it over `path` only if the block succeeds.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
@@ -11,6 +12,7 @@ from fractions import Fraction
 FORMS = "a whole number (3, −2), a decimal (0.59), a fraction (27/46) or −inf"
 MAX_LENGTH = 40      # longer than any number a cell shows
 MAX_EXPONENT = 400   # beyond float64's range either way: refused, not computed
+LARGEST = Fraction(sys.float_info.max)   # a cell holds a float64: anything larger cannot be its value
 
 _INTEGER = re.compile(r"^[+-]?\d+$")
 _FRACTION = re.compile(r"^[+-]?\d+/\d+$")
@@ -43,6 +45,13 @@ def normalise(text: str) -> str:
 
 def parse(text: str) -> Answer:
     """The answer a student typed, or NotAnAnswer saying which forms are accepted."""
+    answer = _parse(text)
+    if isinstance(answer.value, Fraction) and abs(answer.value) > LARGEST:
+        raise NotAnAnswer(f"out of range for a cell (beyond ±1.8e308, float64's largest): type {FORMS}")
+    return answer
+
+
+def _parse(text: str) -> Answer:
     if not isinstance(text, str) or not text.strip():
         raise NotAnAnswer(f"type a value first: {FORMS}")
     if len(text) > MAX_LENGTH:
@@ -90,8 +99,9 @@ def is_right(answer: Answer, value: float, tol: float = 1e-15) -> bool:
 def below(answer: Answer, value: float) -> bool | None:
     """Whether the answer is below the value (None when equal or not comparable)."""
     value = float(value)
-    if math.isnan(value) or float(answer.value) == value:
+    if math.isnan(value):
         return None
     if math.isinf(value) or isinstance(answer.value, float):
-        return float(answer.value) < value
-    return answer.value < Fraction(value)
+        return None if float(answer.value) == value else float(answer.value) < value
+    exact = Fraction(value)   # compared exactly: a huge or tiny answer never overflows a float
+    return None if answer.value == exact else answer.value < exact

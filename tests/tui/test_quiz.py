@@ -155,3 +155,20 @@ def test_a_student_in_a_real_terminal(tmp_path):
         _tmux("send-keys", "-t", session, "C-q")
     finally:
         _tmux("kill-session", "-t", session)
+
+
+@pilot_test
+async def test_huge_tiny_and_non_finite_answers_never_end_the_quiz():
+    async with opened("by_hand", None, None, ["h0.weights"], size=(120, 36)) as (app, pilot):
+        screen = app.screen
+        for text in ("1e309", "1e309", "-1e309", "1e308", "1e308", "1e-320", "1e-320", "9" * 39, "inf", "-inf",
+                     "nan", "1e400", "0"):
+            await type_in(pilot, text)
+            assert app.is_running and screen.step_id == "h0.weights", text
+            assert status_text(app), text   # judged (✗ and a hint) or refused, in the status line
+        assert "out of range" in (await _typed(pilot, app, "1e309"))
+
+
+async def _typed(pilot, app, text: str) -> str:
+    await type_in(pilot, text)
+    return status_text(app)

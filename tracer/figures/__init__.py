@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from ..errors import ScenarioError
-from ..writing import selected_steps
+from ..writing import refuse_an_input, selected_steps
 from ..ids import step_id
 from .common import PICTURES
 
@@ -39,6 +39,7 @@ def write_figure(trace, path, steps=None, kind: str = "heatmap", blank: bool = F
     atomically, as SVG (text kept as text) or PNG; returns the path."""
     check_kind(kind)
     name = picture_format(path, fmt)
+    refuse_an_input(path, trace.scenario)
     chosen = selected_steps(trace, steps) if steps else None
     from . import common
     if kind == "heatmap":

@@ -17,22 +17,26 @@ MAX_ARRAY_BYTES = 1 << 30   # a GPT-3 layer's largest weight (12288² float32) i
 WEIGHTS = ("q", "k", "v", "v_down", "v_up", "o", "bq", "bk", "bv", "bo")
 
 
-def with_arrays(data: dict, base: Path) -> dict:
+def with_arrays(data: dict, base: Path, files: list | None = None) -> dict:
     """The scenario's fields with each path to an array file replaced by the array it holds
-    (a list of paths: one file per head)."""
+    (a list of paths: one file per head); each file read is appended to `files` when given."""
+    def read(text: str, field: str):
+        if files is not None:
+            files.append(str(base / text))
+        return read_array(text, field, base)
     out = dict(data)
     for key in ("x", "context"):
         if isinstance(out.get(key), str):
-            out[key] = read_array(out[key], key, base)
+            out[key] = read(out[key], key)
     weights = out.get("weights")
     if isinstance(weights, dict):
         weights = dict(weights)
         for key in WEIGHTS:
             value = weights.get(key)
             if isinstance(value, str) and not (key == "v" and value == "k"):   # v = "k": the keys, not a file
-                weights[key] = read_array(value, f"weights.{key}", base)
+                weights[key] = read(value, f"weights.{key}")
             elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-                weights[key] = [read_array(v, f"weights.{key}[{h}]", base) for h, v in enumerate(value)]
+                weights[key] = [read(v, f"weights.{key}[{h}]") for h, v in enumerate(value)]
         out["weights"] = weights
     return out
 

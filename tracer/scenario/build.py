@@ -81,7 +81,8 @@ def build(data: dict, default_name: str = "scenario", source: str | None = None)
         data = {**data, **rnd.generate(data["random"], layout, itemsize)}
     if "x" not in data:
         raise ScenarioError("x", "missing; expected the input matrix (or a [random] section)")
-    data = with_arrays(data, Path(source).parent if source else Path.cwd())   # x = "inputs.npy"
+    files = []
+    data = with_arrays(data, Path(source).parent if source else Path.cwd(), files)   # x = "inputs.npy"
     shapes = Shapes(layout)
     x = matrix(data["x"], "x")
     shapes.check("x", x.shape, ("token", "d_model"))
@@ -103,7 +104,7 @@ def build(data: dict, default_name: str = "scenario", source: str | None = None)
         source=source, random=data.get("random"), context=context, context_tokens=context_tokens,
         rope=parts.rope(data.get("rope"), w["w_q"].shape[2]), norm_in=parts.norm_in(data.get("norm_in"), x.shape[1]),
         features=labels(data["features"], x.shape[1], "features") if "features" in data else None,
-        decode=parts.decode(data.get("decode"), n, mask, context is not None), **w)
+        decode=parts.decode(data.get("decode"), n, mask, context is not None), files=tuple(files), **w)
     if "value_features" in data:   # named once d_v is known: what each column of v and z holds
         scenario.value_features = labels(data["value_features"], scenario.d_v, "value_features")
     if scenario.residual is not None and scenario.d_out != scenario.d_model:

@@ -44,6 +44,7 @@ class Scenario:
     context_tokens: list[str] | None = None
     norm_in: dict | None = None           # {"kind": "layer" | "rms", "gain", "bias", "eps"}: before the projections
     features: list[str] | None = None     # names of x's features, where the scenario gives them
+    files: tuple = ()                     # the array files the scenario file named (x = "inputs.npy")
     value_features: list[str] | None = None   # names of the values' features (d_v: v's and z's columns)
     model: dict | None = None             # a checkpoint's layer: where it came from (tracer.models.origin)
     decode: int | None = None             # [decode] prompt: the first P tokens at once, then one at a time
