@@ -17,6 +17,7 @@ PRESETS = {
 }
 KEYS = ("scale", "softmax_base", "normalize", "stable", "dtype", "mask", "layout", "algorithm", "block")
 BLOCK = 64   # keys per block under `online` unless set: a FlashAttention tile; small scenarios set their own
+MAX_BLOCK = 2**31 - 1   # a block wider than the keys is one block of them all
 WORDS = {"algorithm": ("standard", "online"), "scale": ("sqrt", "floor", "none"), "softmax_base": ("e",), "normalize": ("softmax", "relu"),
          "dtype": ("float64", "float32"), "layout": ("rows", "columns"), "mask": ("none", "causal", "causal_lower_right")}
 
@@ -109,7 +110,8 @@ def _parse(key: str, value):
     if key == "algorithm":
         return _word(key, value, text, WORDS[key], "standard or online")
     if key == "block":
-        return int(_number(key, value, lambda b: b >= 1 and b == int(b), "a whole number ≥ 1 (keys per block)"))
+        return int(_number(key, value, lambda b: 1 <= b <= MAX_BLOCK and b == int(b),
+                           f"a whole number from 1 to {MAX_BLOCK} (keys per block)"))
     if key == "mask":
         if isinstance(text, str) and text.startswith("["):  # --set mask=[[1,0],[1,1]]: a TOML array
             from .tomlfile import parse_toml

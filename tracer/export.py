@@ -7,6 +7,7 @@ complete, so a failed or interrupted export never leaves a partial file or alter
 from __future__ import annotations
 
 import contextlib
+import html
 import io
 import json
 import math
@@ -196,7 +197,13 @@ def _md_table(corner: str, row_labels, col_labels, cells) -> str:
 
 def _md_cell(text: str) -> str:
     """A label as one Markdown table cell: an unescaped | would split it in two."""
-    return text.replace("|", "\\|")
+    return _md_text(text).replace("|", "\\|")
+
+
+def _md_text(text: str) -> str:
+    """User text as Markdown shows it, never as markup: a renderer passes raw HTML through, so a
+    title or token `<script>…` or `<img onerror=…>` is escaped, as the SVG escapes it."""
+    return html.escape(text, quote=False)
 
 
 def _write_md(trace, steps, tmp: Path, blank: bool) -> None:
@@ -204,16 +211,16 @@ def _write_md(trace, steps, tmp: Path, blank: bool) -> None:
     each step's table (empty with `blank`, to be filled in by hand)."""
     sc = trace.scenario
     fractions, tol = fractions_for(trace), tolerance(trace.dtype)
-    out = [f"# {sc.title or sc.name}", ""]
+    out = [f"# {_md_text(sc.title or sc.name)}", ""]
     if sc.description:
-        out += [worksheet_words(sc.description), ""]
+        out += [_md_text(worksheet_words(sc.description)), ""]
     out += [f"Layout: **{trace.layout}** · arithmetic: **{trace.arithmetic.preset}**: {arithmetic_words(trace)}.", ""]
     if blank:
         out += ["Fill in each table from the ones before it; each step's formula is under its title.", ""]
     for name, axes, a in given(trace):
         if name in ("x", "context") and any(s.id == name for s in steps):
             continue  # written below as a step
-        out += [f"### Given: {display_name(trace, name)}", "", _md_table(f"{axes[0]} \\ {axes[1]}", axis_labels(trace, axes[0], a.shape[0]),
+        out += [f"### Given: {_md_text(display_name(trace, name))}", "", _md_table(f"{axes[0]} \\ {axes[1]}", axis_labels(trace, axes[0], a.shape[0]),
                 axis_labels(trace, axes[1], a.shape[1]), _cells(a, fractions, tol)), ""]
     for step in steps:
         a = trace[step.id]
@@ -221,7 +228,7 @@ def _write_md(trace, steps, tmp: Path, blank: bool) -> None:
         empty = blank and step.id not in ("x", "context")
         cells = [["" if empty else text for text in row] for row in _cells(a, fractions, tol)]
         ra, ca = (axis_title(axis, step.kind) for axis in step.axes)
-        out += [f"## `{step.id}` — {step.title}", "", f"`{step.formula}`  ({ra} × {ca})", "",
+        out += [f"## `{step.id}` — {_md_text(step.title)}", "", f"`{step.formula}`  ({ra} × {ca})", "",
                 _md_table(f"{ra} \\ {ca}", rows, cols, cells), ""]
     tmp.write_text("\n".join(out), encoding="utf-8")
 

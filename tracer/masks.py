@@ -10,6 +10,7 @@ from .checks import kind, matrix, suggest
 from .errors import ScenarioError
 
 WORDS = ("none", "causal", "causal_lower_right", "sliding:W")
+MAX_WINDOW = 2**31 - 1   # more keys than any scenario has: a wider window is the causal mask
 
 
 def read_mask(value, n: int, layout: str, m: int | None = None):
@@ -20,10 +21,10 @@ def read_mask(value, n: int, layout: str, m: int | None = None):
             return value
         if value.startswith("sliding:"):
             width = value.partition(":")[2]
-            if width.isdigit() and int(width) >= 1:
+            if width.isascii() and width.isdigit() and len(width) <= 10 and 1 <= int(width) <= MAX_WINDOW:
                 return f"sliding:{int(width)}"
-            raise ScenarioError("mask", f"expected sliding:W with a whole number W ≥ 1 (the keys a query sees), "
-                                f"got {kind(value)}")
+            raise ScenarioError("mask", f"expected sliding:W with a whole number W from 1 to {MAX_WINDOW} (the keys "
+                                f"a query sees), got {kind(value if len(value) <= 40 else value[:40] + '…')}")
         raise ScenarioError("mask", f"expected one of {', '.join(WORDS)} or a matrix of 0/1, {n} × {m}, got "
                             f"{kind(value)}{suggest(value, WORDS[:3])}")
     if isinstance(value, np.ndarray) and value.dtype == bool:

@@ -81,7 +81,7 @@ def fused(run, heads: list[int], q, k, v, keep: bool = False) -> tuple[dict, lis
              np.empty((len(heads), n, nb * d_v) if keep else (1, 1, 1), dt))
     rule = kernels.rule(a, mask_kind(run.mask), sc.d_k)
     bad = np.zeros(len(heads), np.int8)
-    kernels.online_heads(q, k, v, state, z, tiles, bad, rule, run.allowed, a.block, BLOCK, keep)
+    kernels.online_heads(q, k, v, state, z, tiles, bad, rule, run.allowed, min(a.block, m_keys), BLOCK, keep)
     out = {}
     for i, h in enumerate(heads):
         out[step_id("z", h)] = z[i]

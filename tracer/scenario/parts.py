@@ -27,7 +27,10 @@ def vectors(value, name: str, count: int, width: int) -> np.ndarray:
     return rows
 
 
-def rope(value, d_k: int) -> dict | None:
+EXACT = 2**53   # float64 holds every whole number up to here: beyond, neighbouring positions merge
+
+
+def rope(value, d_k: int, n: int = 1) -> dict | None:
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -40,6 +43,9 @@ def rope(value, d_k: int) -> dict | None:
     offset = value.get("offset", 0)
     if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
         raise ScenarioError("rope.offset", f"expected a whole number ≥ 0 (the first token's position), got {kind(offset)}")
+    if offset + n - 1 > EXACT:   # the angles are position × frequency in float64
+        raise ScenarioError("rope.offset", f"expected at most {EXACT - n + 1} for {n} tokens (positions beyond 2^53 "
+                            f"can no longer be told apart in float64), got {offset}")
     if d_k % 2:
         raise ScenarioError("rope", f"expected an even d_k (RoPE rotates pairs of features), got d_k = {d_k}")
     return {"base": base, "style": style, "offset": int(offset)}
