@@ -28,7 +28,8 @@ def given(trace) -> list[tuple[str, tuple[str, str], np.ndarray]]:
         if name == "o":
             out.append(("weights.o", axes, trace.weight("o")))
             continue
-        out += [(f"weights.{name}[{h}]", axes, trace.weight(name, h)) for h in range(w.shape[0])]
+        out += [(f"weights.{name}[{i}]", axes, trace.weight(name, i) if name == "q" else trace.weight(name, group=i))
+                for i in range(w.shape[0])]
     for name, (of, axis) in BIASES.items():
         b = getattr(sc, f"b_{of}")
         if b is not None:

@@ -2,6 +2,8 @@
 each query's most-attended keys (one rule, so the CLI's diff and the TUI's name the same keys)."""
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 
 TOKEN_AXES = ("token", "query", "key", "context")
@@ -12,9 +14,9 @@ def axis_labels(trace, axis: str, size: int, start: int = 0) -> list[str]:
     """Token names on token axes (token, query, key) from token `start` on, Σ on the one-wide
     axis, indices elsewhere."""
     if axis in ("key", "context"):   # the context's tokens under cross-attention
-        return list(trace.scenario.key_tokens)[start:]
+        return distinct(trace.scenario.key_tokens)[start:]
     if axis in TOKEN_AXES:
-        return list(trace.scenario.tokens)[start:]
+        return distinct(trace.scenario.tokens)[start:]
     if axis == "one":
         return ["Σ"]
     if axis == "d_model" and trace.scenario.features:
@@ -30,6 +32,13 @@ def step_labels(trace, step) -> tuple[list[str], list[str]]:
     names = (axis_labels(trace, axis, size, start) for axis, size, start in zip(step.axes, step.shape, step.starts))
     word = ONE_WIDE.get(step.kind)
     return tuple([word] if word and axis == "one" else n for axis, n in zip(step.axes, names))
+
+
+def distinct(names: list[str]) -> list[str]:
+    """Token names as tables, cell lines and exports print them: each as `token_name` writes it,
+    so that five `la` read `la#0` … `la#4` on an axis, and a name said once stays as it is."""
+    counts = Counter(names)
+    return [f"{name}#{i}" if counts[name] > 1 else name for i, name in enumerate(names)]
 
 
 def token_name(names: list[str], index: int) -> str:

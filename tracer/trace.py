@@ -16,6 +16,7 @@ import numpy as np
 from . import compute, memory
 from .arithmetic import Arithmetic, resolve
 from .errors import AttentionWarning, ScenarioError
+from .given import SYMBOLS
 from .ids import parse
 from .numeric import check_fits, overflow, underflow
 from .masks import allowed_matrix
@@ -91,12 +92,35 @@ class Trace:
         """The id of each kind head `head` computes or reads: its own steps and its group's."""
         return self._ids[head]
 
-    def weight(self, name: str, head: int = 0) -> np.ndarray:
-        """A weight matrix (q, k, v, v_down, v_up, o) as the layout writes it."""
-        m = {"q": self.scenario.w_q, "k": self.scenario.w_k, "v": self.scenario.w_v,
-             "v_down": self.scenario.w_v_down, "v_up": self.scenario.w_v_up}.get(name)
-        m = self.scenario.w_o if name == "o" else m[head]
-        return m.T if self.columns else m
+    def weight(self, name: str, head: int = 0, *, group: int | None = None) -> np.ndarray:
+        """A weight matrix (q, k, v, v_down, v_up, o) as the layout writes it: the one query head
+        `head` reads (its group's, for the keys' and values' weights when grouped), or group
+        `group`'s when given."""
+        sc = self.scenario
+        if name == "o":
+            return sc.w_o.T if self.columns else sc.w_o
+        m = {"q": sc.w_q, "k": sc.w_k, "v": sc.w_k if sc.v_is_k else sc.w_v,
+             "v_down": sc.w_v_down, "v_up": sc.w_v_up}[name]
+        index = head if name == "q" else self.group_of(head) if group is None else group
+        return m[index].T if self.columns else m[index]
+
+    def group_of(self, head: int) -> int:
+        """The key/value group query head `head` reads: h·G/H (PyTorch's enable_gqa order)."""
+        return head // (self.scenario.heads // self.scenario.groups)
+
+    def weight_name(self, name: str, head: int | None = None, *, group: int | None = None) -> str:
+        """`W_K (group 1, read by heads 2 and 3)`, `W_Q (head 0)`, `W_O`: what a panel calls a weight."""
+        symbol = SYMBOLS.get(name, name)
+        sc = self.scenario
+        if name == "o" or (head is None and group is None):
+            return symbol
+        if name != "q" and sc.groups < sc.heads:
+            g = self.group_of(head) if group is None else group
+            share = sc.heads // sc.groups
+            readers = list(range(g * share, (g + 1) * share))
+            who = f"head {readers[0]}" if share == 1 else "heads " + ", ".join(map(str, readers[:-1])) + f" and {readers[-1]}"
+            return f"{symbol} (group {g}, read by {who})"
+        return f"{symbol} (head {head if head is not None else group})"
 
     def nbytes(self) -> int:
         """Bytes of the full trace, computed or not (each step counted as if it had its own copy)."""

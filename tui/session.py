@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 import tracer
 from tracer.arithmetic import PRESETS, resolve
-from tracer.labels import axis_labels  # noqa: F401  (the screens take it from here)
+from tracer.labels import TOKEN_AXES, axis_labels, step_labels  # noqa: F401  (the screens take axis_labels from here)
 
 # Steps in pipeline order: when a re-run drops a step (relu has no exp), the nearest one is shown.
 KIND_ORDER = ("x", "q", "q_rot", "k", "k_rot", "v_down", "v", "k_cache", "v_cache", "scores", "scaled", "masked",
@@ -124,8 +124,23 @@ def summary(arithmetic: tracer.Arithmetic, d_k: int) -> str:
 # ---------------------------------------------------------------- moving around a trace
 
 def head_steps(trace: tracer.Trace, head: int) -> list[tracer.Step]:
-    """The pipeline as one head sees it: the shared steps and that head's own."""
-    return [s for s in trace.steps if s.head is None or s.head == head]
+    """The pipeline as one head sees it: the shared steps, the keys and values of the group it
+    reads (not the other groups'), and its own steps."""
+    group = trace.group_of(head) if trace.heads > head >= 0 else None
+    return [s for s in trace.steps
+            if (s.head is None and (s.group is None or s.group == group)) or s.head == head]
+
+
+def head_step_id(trace: tracer.Trace, step: tracer.Step, head: int) -> str:
+    """The same step as query head `head` sees it: its own, or the keys and values of its group."""
+    from dataclasses import replace
+    from tracer.ids import parse
+    ref = parse(step.id)
+    if step.head is not None:
+        return ref.with_kind(step.kind, head)
+    if step.group is not None:
+        return replace(ref, group=trace.group_of(head)).with_kind(step.kind, None)
+    return step.id
 
 
 def nearest_step(trace: tracer.Trace, step_id: str, kind: str, head: int) -> str:
@@ -146,17 +161,17 @@ def carry_cell(cell: tuple[int, int], shape: tuple[int, int], transposed: bool) 
 
 
 def cell_name(trace: tracer.Trace, step: tracer.Step, row: int, col: int) -> str:
-    """`key x2, query x1` or `d_k 0, token x3`: a cell named by its axes."""
-    tokens = trace.scenario.tokens
-    names = [f"{axis} {tokens[i] if axis in ('token', 'query', 'key') else i}"
-             for axis, i in zip(step.axes, (row, col)) if axis != "one"]
+    """`key x2, query x1` or `d_k 0, token x3`: a cell named by its axes (a key by the key tokens:
+    the context's under cross-attention; a repeated token with its index, `la#3`)."""
+    labels = step_labels(trace, step)
+    names = [f"{axis} {named[i] if axis in TOKEN_AXES else i}"
+             for axis, named, i in zip(step.axes, labels, (row, col)) if axis != "one"]
     return ", ".join(names)
 
 
 # ---------------------------------------------------------------- what a cell came from
 
 WEIGHT_OF = {"q": "q", "k": "k", "v_down": "v_down", "out": "o"}
-WEIGHT_NAME = {"q": "W_Q", "k": "W_K", "v": "W_V", "v_down": "W_V↓", "v_up": "W_V↑", "o": "W_O"}
 
 
 def weight_of(trace: tracer.Trace, step: tracer.Step) -> str | None:
@@ -183,13 +198,12 @@ def input_panels(trace: tracer.Trace, step: tracer.Step, row: int, col: int) -> 
         panels.append(Panel(f"{sid} · {src.formula}", trace[sid], src.axes, cells))
     weight = weight_of(trace, step)
     if weight is not None:
-        w = trace.weight(weight, step.head or 0)
+        w = trace.weight(weight, step.head or 0, group=step.group)
         # rows: cell (i, j) uses W's column j; columns: cell (j, i) uses W's row j
         cells = ([(row, m) for m in range(w.shape[1])] if trace.columns
                  else [(m, col) for m in range(w.shape[0])])
         axes = ("out", "in") if trace.columns else ("in", "out")
-        panels.append(Panel(WEIGHT_NAME[weight] + (f" (head {step.head})" if step.head is not None else ""),
-                            w, axes, cells))
+        panels.append(Panel(trace.weight_name(weight, step.head, group=step.group), w, axes, cells))
     return panels
 
 

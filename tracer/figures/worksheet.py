@@ -14,7 +14,7 @@ CELL_H, LABEL_H, CAPTION_H = 0.27, 0.2, 0.26   # inches
 CHAR_W = 0.068                      # inches per character at the cells' 8 pt
 PAD, MARGIN, TITLE_H = 0.35, 0.35, 0.6
 MAX_WIDTH = 14.0                    # inches: a wider row of panels wraps (a landscape sheet, or a slide)
-FACTORS = {"q": ("W_Q", "q"), "k": ("W_K", "k"), "v": ("W_V", "v"), "v_down": ("W_V↓", "v_down")}
+FACTORS = {"q": "q", "k": "k", "v": "v", "v_down": "v_down"}   # the weight each projection multiplies by
 
 
 @dataclass
@@ -76,9 +76,9 @@ def panels(trace, head: int, blank: bool) -> list[tuple[Panel, Panel | None]]:
         main = panel(_caption(step), trace[step.id], step.axes, step.kind == "x")
         factor = None
         if step.kind in FACTORS or step.kind == "v":
-            name, key = ("W_V↑", "v_up") if step.kind == "v" and low_rank else FACTORS[step.kind]
+            key = "v_up" if step.kind == "v" and low_rank else FACTORS[step.kind]
             w = trace.weight(key, head)
-            factor = panel(f"{name} (given)", w, ("", ""), True)
+            factor = panel(f"{trace.weight_name(key, head)} (given)", w, ("", ""), True)
         elif step.kind == "scores":  # Kᵀ, beside the queries it meets
             k = trace.step(step.inputs[1])
             factor = panel("Kᵀ", trace[k.id].T, k.axes[::-1], False)

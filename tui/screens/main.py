@@ -9,15 +9,14 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 import tracer
-from tracer.ids import parse
 from tracer.labels import axis_title, step_labels
 from tracer.notes import notes
 from tracer.numbers import fractions_for, tolerance
 
 from ..commands import StepCommands
 from ..messages import Compiling, GoTo
-from ..session import (Session, axis_labels, carry_cell, cell_name, head_steps, input_panels, other_head_panel,
-                       summary)
+from ..session import (Session, axis_labels, carry_cell, cell_name, head_step_id, head_steps, input_panels,
+                       other_head_panel, summary)
 from ..widgets.answer import AnswerLine
 from ..widgets.cell_info import CellInfo
 from ..widgets.matrix import MatrixView
@@ -211,7 +210,7 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
             return
         step = self.trace.step(self.step_id)
         self.head = head
-        self.go(step.id if step.head is None else parse(step.id).with_kind(step.kind, head))
+        self.go(head_step_id(self.trace, step, head))
 
     def action_swap(self) -> None:
         self.rerun(self.session.swapped())
@@ -227,6 +226,9 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
             self.show_step(self.step_id)
 
     def action_compare(self) -> None:
+        if self.trace is not None and self.trace.heads < 2 and not self.compare:
+            self.notify("this scenario has one head: there is no other head to put beside it", timeout=3)
+            return
         self.compare = not self.compare
         self.notify("the same step of the next head beside this one" if self.compare else "the step's sources",
                     timeout=2)

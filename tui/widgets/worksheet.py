@@ -9,7 +9,7 @@ from textual.containers import Horizontal, ScrollableContainer, Vertical
 from textual.message import Message
 from textual.widgets import Static
 
-from ..session import WEIGHT_NAME, axis_labels, head_steps, weight_of
+from ..session import axis_labels, head_steps, weight_of
 from .matrix import MatrixView
 
 MAX_WIDTH, MAX_HEIGHT = 60, 24   # a panel's largest size on the sheet; larger matrices scroll inside
@@ -101,7 +101,7 @@ class Worksheet(ScrollableContainer):
         view = MatrixView(classes="ws-weight")
         axes = ("out", "in") if trace.columns else ("in", "out")
         view.show(w, axis_labels(trace, axes[0], w.shape[0]), axis_labels(trace, axes[1], w.shape[1]),
-                  title=WEIGHT_NAME[name])
+                  title=trace.weight_name(name, head))
         _fit(view)
         return view
 
