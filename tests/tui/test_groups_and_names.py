@@ -109,6 +109,14 @@ def test_repeated_tokens_carry_their_index_in_tables_and_exports(tmp_path, capsy
     assert main(["export", "rope", "-o", str(out), "--step", "h0.weights"]) == 0
     rows = list(csv.DictReader(io.StringIO(out.read_text())))
     assert {r["row_label"] for r in rows if r["step"] == "h0.weights"} == set(names)
+    assert {r["col_label"] for r in rows if r["step"] == "h0.weights"} == set(names)
+    md = tmp_path / "r.md"
+    assert main(["export", "rope", "-o", str(md), "--step", "h0.weights"]) == 0
+    assert all(f"| **{name}** |" in md.read_text() for name in names)
+    pytest.importorskip("matplotlib")
+    svg = tmp_path / "r.svg"
+    assert main(["export", "rope", "--figure", "heatmap", "--step", "h0.weights", "-o", str(svg)]) == 0
+    assert all(f">{name}<" in svg.read_text() for name in names)   # both axes' tick labels
 
 
 @pilot_test
