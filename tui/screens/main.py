@@ -6,7 +6,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer
 
 import tracer
 from tracer.ids import parse
@@ -20,6 +19,7 @@ from ..session import (Session, axis_labels, carry_cell, cell_name, head_steps, 
                        summary)
 from ..widgets.answer import AnswerLine
 from ..widgets.cell_info import CellInfo
+from ..widgets.fit import KeyBar
 from ..widgets.matrix import MatrixView
 from ..widgets.progress import Progress
 from ..widgets.status import StatusBar
@@ -95,7 +95,7 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
                     yield CellInfo(id="cell")
                     yield StepInfo(id="about")
         yield AnswerLine(id="answer")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         for n in range(PANELS):
@@ -161,7 +161,7 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
                 continue
             panel = panels[n]
             hidden = self.hidden(panel.title.split(" · ")[0])
-            same = view.array is panel.array and view.border_title == panel.title
+            same = view.array is panel.array and view.full_title == panel.title
             if same and view.fractions == self.written_fractions():  # else redrawn: f changes every panel
                 view.set_lit(panel.cells)
                 view.set_hidden(hidden)
@@ -178,6 +178,10 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
             self.query_one(CellInfo).show(where, story, lit)
         if redrawn:
             self.fit()
+
+    def on_key(self, event) -> None:
+        self.query_one(StatusBar).fade()   # before the key's action, which may say something new
+        self.quiz_key(event)
 
     def on_matrix_view_cursor_moved(self, message: MatrixView.CursorMoved) -> None:
         if message.view is self.active_view() and self.trace is not None:
