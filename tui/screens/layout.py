@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from textual.containers import Vertical
 from textual.geometry import Size
 
 from ..widgets.cell_info import CellInfo
@@ -103,6 +104,16 @@ def _fit_current(mode: str, box: Size, current: Size, sources: list[Size], heigh
     w = min(box.width, w + (h < current.height))    # a vertical scrollbar takes a column
     h = min(box.height, h + (w < current.width))    # a horizontal one a row
     return Plan(mode, Size(max(w, 1), max(h, 1)), sources, max(height, h))
+
+
+class Work(Vertical):
+    """The column beside the pipeline. Its own size can change without the screen's (it has none
+    while the first trace loads, under a loading indicator): the panels are fitted again then."""
+
+    def on_resize(self) -> None:
+        fit = getattr(self.screen, "fit", None)
+        if fit is not None:
+            self.call_after_refresh(fit)
 
 
 class FitMixin:

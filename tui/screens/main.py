@@ -27,7 +27,7 @@ from ..widgets.step_info import StepInfo
 from ..widgets.steps import StepList
 from ..widgets.worksheet import Worksheet
 from .dialogs import DialogsMixin
-from .layout import FitMixin
+from .layout import FitMixin, Work
 from .quizzing import QuizMixin
 from .running import RunMixin
 from .sheet import SheetMixin
@@ -83,7 +83,7 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
         yield StatusBar(id="status")
         with Horizontal(id="body"):
             yield StepList(id="steps")
-            with Vertical(id="work"):
+            with Work(id="work"):
                 with Horizontal(id="matrices"):
                     with Vertical(id="inputs"):
                         for n in range(PANELS):
@@ -91,8 +91,8 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
                     yield MatrixView(cursor=True, id="current")
                 yield Worksheet(id="sheet")
                 with VerticalScroll(id="info"):
+                    yield CellInfo(id="cell")   # first: the cell's explanation is never scrolled away
                     yield Progress(id="progress")
-                    yield CellInfo(id="cell")
                     yield StepInfo(id="about")
         yield AnswerLine(id="answer")
         yield KeyBar()
