@@ -55,8 +55,8 @@ class PickerScreen(ModalScreen[str | None]):
         typed = event.value.strip()
         names = [name for name, _ in self.builtins]
         listed = self.query_one("#builtins", OptionList)
-        if typed and typed not in names and listed.option_count and not typed.endswith(".toml"):
-            picked = listed.get_option_at_index(listed.highlighted or 0)   # a part of a name: the match
+        if typed not in names and listed.option_count and not typed.endswith(".toml"):
+            picked = listed.get_option_at_index(listed.highlighted or 0)   # a part of a name, or none: the one lit
             self.dismiss(picked.id)
         else:
             self.dismiss(typed or None)

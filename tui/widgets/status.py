@@ -47,7 +47,7 @@ class StatusBar(Static):
                 text.append(f" │ {head}", style="cyan")
             text.append(" │ arithmetic " if named else " │ ", style="dim").append(arithmetic, style="bold magenta")
             room = width - len(text.plain) - 3
-            if len(detail) <= room or (not named and room >= 8):
+            if len(detail) <= room or room >= 8:   # the detail cut before the words that name the parts
                 return text.append(f" ({clip(detail, room)})", style="magenta")
         return clip_text(text, width)
 
