@@ -35,7 +35,7 @@ def clip_text(text: Text, width: int) -> Text:
 class KeyBar(Footer):
     """The footer with only the keys that fit whole, in order; `?` (first) lists them all."""
 
-    PALETTE = 14   # the command palette's key, docked right: ▏^p palette
+    PALETTE = 12   # the command palette's key, docked right: "▏^p palette "
 
     def compose(self):
         room, full = self.size.width - self.PALETTE, False
