@@ -9,12 +9,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from tracer.ids import step_id as make_id
 from tracer.labels import keys_text, step_labels, top_keys
 from tracer.numbers import fractions_for, tolerance
 
+from ..widgets.fit import KeyBar
 from ..widgets.matrix import MatrixView
 from ..widgets.status import StatusBar
 
@@ -63,7 +64,7 @@ class DiffScreen(Screen[tuple | None]):
         with VerticalScroll(id="diff-info"):
             yield Static(id="flags")
             yield Static(id="cells")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#side-a").focus()
