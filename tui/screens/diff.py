@@ -127,6 +127,7 @@ class DiffScreen(Screen[tuple | None]):
         wants = [v.natural() for v in views]
         width, room = self.size.width, max(6, self.size.height - 8)
         tallest = max(w.height for w in wants)
+        views[-1].styles.column_span = 1
         if sum(w.width for w in wants) <= width and tallest <= room:
             sides.styles.layout, sides.styles.height = "horizontal", tallest
             for view, want in zip(views, wants):
@@ -136,6 +137,7 @@ class DiffScreen(Screen[tuple | None]):
             sides.styles.grid_size_columns, sides.styles.grid_size_rows = 2, 2
             for view in views:
                 view.styles.width = "1fr"
+            views[-1].styles.column_span = 2   # A − B under both: its wider numbers are never cut
         else:
             sides.styles.layout, sides.styles.height = "horizontal", "1fr"
             for view in views:
