@@ -72,6 +72,13 @@ class Session:
             pass
         return replace(self, overrides=overrides)
 
+    def _named_own(self, key: str) -> bool:
+        """Whether an override (from --set too) only repeats the preset's or the scenario's own value."""
+        try:
+            return key in self.overrides and self._own(key, self.overrides)
+        except tracer.ScenarioError:
+            return False
+
     def _own(self, key: str, overrides: dict) -> bool:
         sc = self.scenario
         if key in VIEW_KEYS:
@@ -87,7 +94,7 @@ class Session:
 
     def label(self) -> str:
         """The arithmetic in force, e.g. `by-hand` or `by-hand + scale=sqrt`."""
-        extra = ", ".join(f"{k}={_show(v)}" for k, v in self.overrides.items())
+        extra = ", ".join(f"{k}={_show(v)}" for k, v in self.overrides.items() if not self._named_own(k))
         return f"{self.preset} + {extra}" if extra else self.preset
 
 
