@@ -12,17 +12,17 @@ import secrets
 import sys
 
 import aiohttp_jinja2
-import jinja2
-from aiohttp import WSMsgType, web
+from aiohttp import WSCloseCode, WSMsgType, web
 from textual_serve.app_service import AppService
 from textual_serve.server import Server
 
 MAX_WIDTH, MAX_HEIGHT = 500, 200   # cells: more than any screen shows
 MAX_SESSIONS = 8                   # app processes at once; a further tab is refused until one closes
 MAX_MESSAGE = 64 * 1024            # bytes in one websocket message (a paste of keys is far less)
-MAX_URL = 8 * 1024                 # characters of a request's path and query
 GRACE = 3.0                        # seconds a session's process has to quit before it is killed
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+WILDCARDS = ("0.0.0.0", "::")
+# A request line or header over 8190 bytes is refused by aiohttp itself (its default limit).
 
 
 def say(line: str) -> None:
@@ -56,11 +56,15 @@ def clamp(value, low: int, high: int, default: int) -> int:
     return min(max(value, low), high)
 
 
-def allowed_hosts(host: str, port: int) -> set[str]:
+def allowed_hosts(host: str, port: int) -> set[str] | None:
     """The Host headers this server answers to: the address it was started on (and loopback's
-    names when that is loopback), with the port; anything else is a rebinding attempt."""
-    names = set(LOOPBACK) if host in LOOPBACK else {host}
-    return {f"[{n}]:{port}" if ":" in n else f"{n}:{port}" for n in names}
+    names when that is loopback), with the port; anything else is a rebinding attempt. None (any
+    name) when it listens everywhere: the machine's names cannot be listed, and the token guards."""
+    if host in WILDCARDS:
+        return None
+    names = set(LOOPBACK) if host in LOOPBACK else {host.lower()}
+    hosts = {f"[{n}]" if ":" in n else n for n in names}
+    return {f"{h}:{port}" for h in hosts} | (hosts if port == 80 else set())
 
 
 class GuardedServer(Server):
@@ -68,65 +72,75 @@ class GuardedServer(Server):
 
     def __init__(self, command: str, *, host: str, port: int, token: str, title: str, public_url: str):
         super().__init__(command, host=host, port=port, title=title, public_url=public_url)
-        self.token = token
+        self.token = token.encode()
         self.hosts = allowed_hosts(host, port)
-        self.sessions = 0
+        self.sockets: set[web.WebSocketResponse] = set()  # one a session, counted before its first await
 
     async def _make_app(self) -> web.Application:
-        app = web.Application(middlewares=[self.guard], client_max_size=MAX_MESSAGE,
-                              handler_args={"max_line_size": MAX_URL})
-        aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(self.templates_path))
-        app.add_routes([web.get("/", self.handle_index, name="index"),
-                        web.get("/ws/{token}", self.handle_websocket, name="websocket"),
-                        web.get("/download/{key}", self.handle_download, name="download"),
-                        web.static("/static", self.statics_path, name="static")])
-        app.on_startup.append(self.on_startup)
+        """textual-serve's routes and hooks as they are, every request through the guard first, and
+        the sessions' websocket at /ws/TOKEN (the page's script appends ?width=…&height=…)."""
+        app = await super()._make_app()
+        app.middlewares.append(self.guard)
+        app.router.add_get("/ws/{token}", self.handle_websocket, name="session")
         return app
 
     @web.middleware
     async def guard(self, request: web.Request, handler):
         """Host and Origin must name this server; the page and its socket must carry the token."""
-        host = request.headers.get("Host", "")
-        if host not in self.hosts:
-            return self.refuse(request, f"a request for host {host!r} (expected {' or '.join(sorted(self.hosts))})")
+        host = request.host.lower()
+        if self.hosts is not None and host not in self.hosts:
+            return self.refuse(f"a request for host {host!r} (expected {' or '.join(sorted(self.hosts))})")
         origin = request.headers.get("Origin")
-        if origin is not None and origin.split("//", 1)[-1] not in self.hosts:
-            return self.refuse(request, f"a request from the web page of {origin!r}")
-        token = request.query.get("token") if request.path == "/" else request.match_info.get("token")
+        if origin is not None and origin.lower() != f"{request.scheme}://{host}":
+            return self.refuse(f"a request from the web page of {origin!r}")
         if request.path == "/" or request.path.startswith("/ws"):
-            if token is None or not secrets.compare_digest(token, self.token):
-                return self.refuse(request, "a request without this server's token (open the address printed at start)")
+            token = request.query.get("token") if request.path == "/" else request.match_info.get("token")
+            if token is None or not secrets.compare_digest(token.encode(errors="replace"), self.token):
+                return self.refuse("a request without this server's token (open the address printed at start)")
         try:
             return await handler(request)
         except web.HTTPException:
             raise
         except Exception as err:  # a junk request is one line, never a traceback
-            return self.refuse(request, f"{request.path[:60]!r}: {type(err).__name__}", status=400)
+            return self.refuse(f"{request.path[:60]!r}: {type(err).__name__}", status=400)
 
     @staticmethod
-    def refuse(request: web.Request, why: str, status: int = 403) -> web.Response:
+    def refuse(why: str, status: int = 403) -> web.Response:
         say(f"refused {why}")
         return web.Response(status=status, text=f"refused: {why}\n")
 
     async def handle_index(self, request: web.Request) -> web.Response:
-        """The page, its websocket's address carrying the token (the page's script appends the size)."""
-        socket_url = "ws" + self.public_url[len("http"):] + f"/ws/{self.token}"
+        """The page, its websocket's address carrying the token and naming the host the browser
+        asked for (so that its Origin is that host too)."""
+        socket_url = f"{'wss' if request.secure else 'ws'}://{request.host}/ws/{self.token.decode()}"
         context = {"font_size": clamp(request.query.get("fontsize", "16"), 6, 64, 16),
                    "app_websocket_url": socket_url,
-                   "config": {"static": {"url": f"{self.public_url}/static/"}},
+                   "config": {"static": {"url": "/static/"}},
                    "application": {"name": self.title}}
         return aiohttp_jinja2.render_template("app_index.html", request, context)
 
     async def handle_websocket(self, request: web.Request) -> web.StreamResponse:
         if request.headers.get("Upgrade", "").lower() != "websocket":
-            return self.refuse(request, "a plain request for the websocket", status=400)
-        if self.sessions >= MAX_SESSIONS:
-            return self.refuse(request, f"a session beyond the {MAX_SESSIONS} this server runs at once", status=503)
-        width = clamp(request.query.get("width", "80"), 20, MAX_WIDTH, 80)
-        height = clamp(request.query.get("height", "24"), 10, MAX_HEIGHT, 24)
+            return self.refuse("a plain request for the websocket", status=400)
         socket = web.WebSocketResponse(heartbeat=15, max_msg_size=MAX_MESSAGE)
-        await socket.prepare(request)
-        self.sessions += 1
+        if len(self.sockets) >= MAX_SESSIONS:
+            say(f"refused a session beyond the {MAX_SESSIONS} this server runs at once")
+            await socket.prepare(request)
+            await socket.close(code=WSCloseCode.TRY_AGAIN_LATER, message=(
+                f"{MAX_SESSIONS} sessions are running, as many as this server runs at once; "
+                "close one and reload").encode())
+            return socket
+        self.sockets.add(socket)
+        try:
+            await socket.prepare(request)
+            await self.session(socket, clamp(request.query.get("width", "80"), 20, MAX_WIDTH, 80),
+                               clamp(request.query.get("height", "24"), 10, MAX_HEIGHT, 24))
+        finally:
+            self.sockets.discard(socket)
+        return socket
+
+    async def session(self, socket: web.WebSocketResponse, width: int, height: int) -> None:
+        """One app process for one socket, ended when the socket closes, however it closes."""
         service = AppService(self.command, write_bytes=socket.send_bytes, write_str=socket.send_str,
                              close=socket.close, download_manager=self.download_manager)
         try:
@@ -134,11 +148,21 @@ class GuardedServer(Server):
             await self.relay(socket, service)
         except (asyncio.CancelledError, ConnectionError):
             pass
+        except Exception as err:  # e.g. no process could be started: one line, the server goes on
+            say(f"ended a session: {type(err).__name__}: {err}")
         finally:
-            self.sessions -= 1
             await end(service)
             await socket.close()
-        return socket
+
+    async def on_startup(self, app: web.Application) -> None:
+        """Nothing (textual-serve prints its banner here); `attnsim serve` prints the address."""
+
+    async def on_shutdown(self, app: web.Application) -> None:
+        """Ctrl+C: every session's socket closed now, so that each app ends at once rather than
+        when aiohttp's shutdown timeout runs out."""
+        for socket in list(self.sockets):
+            if socket.prepared:
+                await socket.close(code=WSCloseCode.GOING_AWAY, message=b"the server is stopping")
 
     async def relay(self, socket: web.WebSocketResponse, service: AppService) -> None:
         """The browser's messages to the app: keys, sizes, focus; anything else is one line."""
@@ -154,7 +178,7 @@ class GuardedServer(Server):
                 say(f"ignored a websocket message: {err}")
                 continue
             if kind == "stdin":
-                await service.send_bytes(data.encode("utf-8"))
+                await service.send_bytes(data.encode("utf-8", "replace"))
             elif kind == "resize":
                 await service.set_terminal_size(clamp(data.get("width"), 20, MAX_WIDTH, 80),
                                                 clamp(data.get("height"), 10, MAX_HEIGHT, 24))
