@@ -4,6 +4,7 @@ import asyncio
 import io
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -20,6 +21,7 @@ pytest.importorskip("textual_serve", reason="attnsim serve needs textual-serve (
 
 ANSI = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[()][A-Z0-9]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1bP[^\x1b]*\x1b\\")
 START = 90   # seconds: a bound on waiting for a cold start, not a check on speed
+MEMORY = 2 << 30   # bytes of address space for the server and each session: a size not clamped fails, not the machine
 
 
 def free_port() -> int:
@@ -34,10 +36,12 @@ def attnsim(*argv, **kw):
 
 @pytest.fixture(scope="module")
 def server():
-    """`attnsim serve by_hand` on a free loopback port; stopped (its whole process group) after."""
+    """`attnsim serve by_hand` on a free loopback port, it and its sessions under an address-space
+    limit; stopped (its whole process group) after."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "tui", "serve", "by_hand", "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY)))
     url = f"http://127.0.0.1:{port}"
     try:
         line = proc.stdout.readline()
@@ -66,14 +70,15 @@ def test_prints_the_address_and_serves_the_page(server):
     assert f"ws://127.0.0.1:{server['port']}/ws/{server['token']}" in server["page"]
 
 
-async def _screens(url: str, token: str, keys: list[str], wanted: list[str]) -> list[str]:
+async def _screens(url: str, token: str, keys: list[str], wanted: list[str], size=(120, 40)) -> list[str]:
     """Opens the page's websocket as a browser would, and for each key (None: none) collects the
     app's text until the wanted string shows (or START runs out)."""
     import aiohttp
     seen = []
+    width, height = size
     async with aiohttp.ClientSession() as session:
-        async with session.ws_connect(url.replace("http", "ws") + f"/ws/{token}?width=120&height=40") as ws:
-            await ws.send_json(["resize", {"width": 120, "height": 40}])
+        async with session.ws_connect(url.replace("http", "ws") + f"/ws/{token}?width={width}&height={height}") as ws:
+            await ws.send_json(["resize", {"width": width, "height": height}])
             for key, want in zip(keys, wanted):
                 if key is not None:
                     await ws.send_json(["stdin", key])
@@ -99,6 +104,16 @@ def test_websocket_shows_the_app_and_n_moves_to_the_next_step(server):
     assert "by_hand" in screen and first.formula in screen and trace.arithmetic.preset in screen
     assert nxt.formula not in screen
     assert nxt.formula in after and nxt.id in after
+
+
+def test_a_huge_terminal_is_clamped_so_the_session_fits_in_bounded_memory(server):
+    """A client asking for 10^5 × 10^5 cells (gigabytes of screen unclamped) gets a session that
+    draws within the limit and moves on."""
+    trace = tracer.run("by_hand")
+    first, nxt = trace.steps[0], trace.steps[1]
+    screen, after = asyncio.run(_screens(server["url"], server["token"], [None, "n"], [first.formula, nxt.formula],
+                                         size=(100_000, 100_000)))
+    assert first.formula in screen and nxt.formula in after
 
 
 def test_a_port_in_use_is_one_line_and_exit_2(server):
