@@ -94,11 +94,12 @@ def parser() -> argparse.ArgumentParser:
     _model_options(d)
     w = sub.add_parser("serve", help="the terminal UI in a web browser (textual-serve)")
     w.add_argument("scenario", nargs="?", default="by_hand", help=SCENARIO_HELP + " (default by_hand)")
-    w.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only); "
-                   "another address needs --expose")
+    w.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only); "
+                   "an empty one is refused, one other machines can reach needs --expose")
     w.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     w.add_argument("--expose", action="store_true", help="allow a --host other machines can reach: whoever "
-                   "reaches it with the printed address (it holds a secret token) runs the app as you")
+                   "reaches it with the printed address (it holds a secret token) runs the app as you, "
+                   "over plain HTTP")
     _run_options(w)
     v = sub.add_parser("validate", help="check scenario files")
     v.add_argument("files", nargs="+", metavar="FILE", help="scenario files (.toml) to check")
