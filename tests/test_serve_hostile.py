@@ -241,6 +241,22 @@ def test_junk_is_one_line_each_and_the_server_keeps_serving(capfd):
     assert any("LineTooLong" in line for line in lines) and any("exceeds limit" in line for line in lines)
 
 
+def test_a_session_that_cannot_start_is_one_line(capfd, monkeypatch):
+    async def no_process(self, width, height):
+        raise OSError("fork: Resource temporarily unavailable\nmore text")
+    webguard.quiet_logging()
+    monkeypatch.setattr(webguard.AppService, "start", no_process)
+
+    async def test(base, session, _):
+        ws = await session.ws_connect(f"ws://{base}/ws/{TOKEN}")
+        assert (await ws.receive(timeout=10)).type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+        async with session.get(f"http://{base}/?token={TOKEN}") as reply:
+            assert reply.status == 200
+    served(test)
+    lines = [line for line in capfd.readouterr().err.splitlines() if line]
+    assert lines == ["attnsim: serve: ended a session: OSError: fork: Resource temporarily unavailable more text"]
+
+
 @pytest.mark.parametrize("text, kind", [("not json", None), ('["stdin", 5]', None), ('["stdin", "ab"]', "stdin"),
                                         ('["resize", {"width": 1}]', "resize"), ('["focus"]', "focus"),
                                         ('["x"]', None), ("[1]", None), ("[" * 5000 + "]" * 5000, None)])

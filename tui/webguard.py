@@ -26,8 +26,9 @@ WILDCARDS = ("0.0.0.0", "::")
 
 
 def say(line: str) -> None:
-    """One short line on the server's terminal for each refused or junk request."""
-    print(f"attnsim: serve: {line}"[:200], file=sys.stderr, flush=True)
+    """One short line on the server's terminal for each refused or junk request (an error's own
+    text may hold line breaks: they become spaces)."""
+    print(" ".join(f"attnsim: serve: {line}".split())[:200], file=sys.stderr, flush=True)
 
 
 class OneLine(logging.Formatter):
