@@ -52,10 +52,13 @@ def encode(folder: Path, text, positions: int) -> tuple[list[int], list[str]]:
                        "the checkpoint's tokenizer (tokenizer.json)", str(folder))
     try:
         tokenizer = tokenizers.Tokenizer.from_str(raw.decode("utf-8"))
-    except Exception as err:  # the Rust side raises plain Exceptions for a bad file
-        raise ScenarioError(TOKENIZER, f"cannot be read ({str(err).splitlines()[0][:200]}); expected a "
-                            "tokenizer saved by the tokenizers library", str(folder)) from None
-    encoding = tokenizer.encode(text)
+        encoding = tokenizer.encode(text)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as err:  # plain Exceptions for a bad file; a panic (a BaseException) for a pattern
+        what = str(err).splitlines()[0][:200] if str(err) else type(err).__name__   # that runs past onig's limit
+        raise ScenarioError(TOKENIZER, f"cannot be read or fails on the text ({what}); expected a tokenizer "
+                            "saved by the tokenizers library", str(folder)) from None
     ids = list(encoding.ids)
     if not ids:
         raise ScenarioError("model.text", "expected text that gives at least one token, got none")
