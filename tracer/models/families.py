@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import ScenarioError
 from .config import Config
-from .weights import Tensors
+from .weights import DTYPES, Tensors
 
 
 @dataclass
@@ -66,10 +66,21 @@ def check_shapes(tensors: Tensors, want: dict, optional=lambda name: name.endswi
     for name, shape in want.items():
         if optional(name) and name not in tensors:
             continue
-        got = tensors.shape(name)
+        got, dtype = tensors.shape(name), tensors.dtype(name)
+        if dtype not in DTYPES:
+            raise ScenarioError(name, f"has dtype {dtype}; expected float64, float32, float16 or bfloat16 weights",
+                                tensors.where(name))
         if got != shape:
             raise ScenarioError(name, f"has shape {_shape(got)}; expected {_shape(shape)}, as config.json's sizes "
-                                "give", str(tensors.folder))
+                                "give", tensors.where(name))
+
+
+def check_all(tensors: Tensors, cfg: Config, layer: int) -> None:
+    """Every tensor the layer needs (embeddings, blocks 0 … layer) against config.json, before
+    any arithmetic: a broken block is named at once, not after the blocks before it have run."""
+    pre = prefix(tensors, cfg)
+    for i in range(layer + 1):
+        check_shapes(tensors, shapes(cfg, pre, i, i < layer), optional=_optional(cfg))
 
 
 def _shape(shape: tuple) -> str:
@@ -83,12 +94,13 @@ def embed(tensors: Tensors, cfg: Config, ids: list[int]) -> np.ndarray:
     table = tensors.shape(name)
     if len(table) != 2 or table[1] != cfg.d_model or table[0] < 1:
         raise ScenarioError(name, f"has shape {_shape(table)}; expected (vocabulary, {cfg.d_model}), as "
-                            "config.json's sizes give", str(tensors.folder))
+                            "config.json's sizes give", tensors.where(name))
     if cfg.family == "gpt2":
         places = tensors.shape(pre + "wpe.weight")
         if len(places) != 2 or places[1] != cfg.d_model or places[0] < len(ids):
             raise ScenarioError(pre + "wpe.weight", f"has shape {_shape(places)}; expected ({len(ids)} or more "
-                                f"positions, {cfg.d_model}) for the text's {len(ids)} tokens", str(tensors.folder))
+                                f"positions, {cfg.d_model}) for the text's {len(ids)} tokens",
+                                tensors.where(pre + "wpe.weight"))
     vocab = table[0]
     if max(ids) >= vocab:
         raise ScenarioError("tokenizer.json", f"gives token id {max(ids)}; expected ids below the model's "
@@ -102,9 +114,13 @@ def embed(tensors: Tensors, cfg: Config, ids: list[int]) -> np.ndarray:
 def block(tensors: Tensors, cfg: Config, layer: int, mlp: bool = True) -> Block:
     """Block `layer`'s weights; without its MLP when `mlp` is false (the traced layer needs none)."""
     pre = prefix(tensors, cfg)
-    check_shapes(tensors, shapes(cfg, pre, layer, mlp),
-                 optional=(lambda name: False) if cfg.family == "gpt2" else (lambda name: name.endswith(".bias")))
-    return (_gpt2 if cfg.family == "gpt2" else _llama)(tensors, cfg, prefix(tensors, cfg), layer, mlp)
+    check_shapes(tensors, shapes(cfg, pre, layer, mlp), optional=_optional(cfg))
+    return (_gpt2 if cfg.family == "gpt2" else _llama)(tensors, cfg, pre, layer, mlp)
+
+
+def _optional(cfg: Config):
+    """GPT-2 saves every bias; the Llama family only where the model has them (Qwen2's q, k, v)."""
+    return (lambda name: False) if cfg.family == "gpt2" else (lambda name: name.endswith(".bias"))
 
 
 def _heads(w: np.ndarray, count: int) -> np.ndarray:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
+
+from .. import memory
 from ..checks import kind, unknown
 from ..errors import ScenarioError
-from .config import read_config
-from .families import block, embed
+from .config import Config, read_config
+from .families import block, check_all, embed
 from .forward import run_block
 from .hub import find_checkpoint
 from .tokens import encode
@@ -32,9 +35,8 @@ def layer_arrays(path, text: str, layer: int, *, base: Path | None = None) -> di
         raise ScenarioError("model.text", f"gives {len(ids)} tokens; expected at most the model's sliding "
                             f"window of {cfg.sliding_window} (longer texts are not supported)")
     tensors = Tensors(folder)
-    x = embed(tensors, cfg, ids)
-    for i in range(layer):
-        x = run_block(x, block(tensors, cfg, i), cfg)
+    check_all(tensors, cfg, layer)
+    x = _stream(tensors, cfg, ids, layer)
     blk = block(tensors, cfg, layer, mlp=False)
     label = Path(os.fspath(path)).name or folder.name
     grouped = f", {cfg.groups} key/value groups" if cfg.groups < cfg.heads else ""
@@ -50,6 +52,25 @@ def layer_arrays(path, text: str, layer: int, *, base: Path | None = None) -> di
         description=f"Layer {layer} of {cfg.layers} of the {cfg.model_type} checkpoint {os.fspath(path)!r} "
                     f"on the text {text!r}. x is the residual stream entering the layer, computed by "
                     "running the earlier blocks; norm_in is the layer's own pre-attention norm.")
+
+
+def _stream(tensors: Tensors, cfg: Config, ids: list[int], layer: int) -> np.ndarray:
+    """The residual stream entering `layer`: the embeddings through blocks 0 … layer − 1, its
+    working memory checked first and each block's output checked finite (quietly: the error, not
+    NumPy's warnings, says where the numbers left float64's range)."""
+    n = len(ids)
+    need = 8 * (3 * cfg.heads * n * n + n * (4 * cfg.d_model + 3 * cfg.inner))   # scores, weights, mask; MLP
+    if layer and not memory.fits(need):
+        blocks = "block 0" if layer == 1 else f"blocks 0 to {layer - 1}"
+        raise ScenarioError("model.text", f"gives {n} tokens; running {blocks} on them {memory.shortfall(need)}")
+    x = embed(tensors, cfg, ids)
+    for i in range(layer):
+        with np.errstate(all="ignore"):
+            x = run_block(x, block(tensors, cfg, i), cfg)
+        if not np.isfinite(x).all():
+            raise ScenarioError(f"block {i}", "leaves float64's range (the residual stream after it holds inf or "
+                                "NaN); expected weights whose outputs stay finite", str(tensors.folder))
+    return x
 
 
 def keep_heads(arrays: dict, heads) -> dict:
