@@ -92,12 +92,17 @@ def test_an_unsupported_family_is_named(capsys, copy):
     refused(capsys, show(copy), "model_type", "'bert'", "gpt2, llama, mistral, qwen2")
 
 
-def test_long_context_rope_scaling_is_refused(capsys, tmp_path):
+@pytest.mark.parametrize("params,words", [
+    ({"rope_type": "dynamic", "rope_theta": 500000.0, "factor": 8.0}, ("rope_type", "'dynamic'", "linear, llama3, yarn")),
+    ({"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0}, ("rope_parameters.low_freq_factor", "missing")),
+    ({"type": "yarn", "factor": -2}, ("rope_scaling.factor", "> 0")),
+])
+def test_an_unknown_or_incomplete_rope_scaling_is_refused(capsys, tmp_path, params, words):
     tc.build("llama", tmp_path, seed=2)
     cfg = json.loads((tmp_path / "config.json").read_text())
-    cfg["rope_parameters"] = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0}
+    cfg["rope_scaling" if "type" in params else "rope_parameters"] = params
     (tmp_path / "config.json").write_text(json.dumps(cfg))
-    refused(capsys, show(tmp_path), "rope_type", "'llama3'")
+    refused(capsys, show(tmp_path), *words)
 
 
 @pytest.mark.parametrize("package", ["safetensors", "tokenizers"])
