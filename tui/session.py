@@ -50,8 +50,10 @@ class Session:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", tracer.AttentionWarning)
                 return tracer.run(sc, self.preset, **self.overrides)
-        return ([(f"layer {n} of {model['layers']}", trace if n == model["layer"] else (lambda n=n: build(n)))
-                 for n in range(model["layers"])], model["layer"])
+        kinds = model.get("kinds") or [""] * model["layers"]
+        return ([(f"layer {n} of {model['layers']}" + (f": {kinds[n]}" if kinds[n] else ""),
+                  trace if n == model["layer"] else (lambda n=n: build(n))) for n in range(model["layers"])],
+                model["layer"])
 
     def under(self, preset: str) -> "Session":
         """Another preset; per-key arithmetic overrides are dropped, the view (mask, layout) kept."""
@@ -72,6 +74,15 @@ class Session:
         """The arithmetic in force, e.g. `by-hand` or `by-hand + scale=sqrt`."""
         extra = ", ".join(f"{k}={_show(v)}" for k, v in self.overrides.items())
         return f"{self.preset} + {extra}" if extra else self.preset
+
+
+def scenario_label(scenario) -> str:
+    """The scenario's name for the top bar; a checkpoint's layer adds which layer and its kind
+    (sliding or global, its positions), as the heads overview names them."""
+    model = scenario.model
+    if not model or not model.get("kind"):
+        return scenario.name
+    return f"{scenario.name} ({model['kind']})"
 
 
 def run_kind(session: Session) -> tuple:
