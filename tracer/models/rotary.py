@@ -80,7 +80,8 @@ def _scaling(params: dict, where: str, data: dict) -> dict | None:
     # Phi-3 keeps the pretraining length at the top level, and then it wins (as in transformers)
     original = data.get("original_max_position_embeddings") or params.get("original_max_position_embeddings") \
         or data.get("max_position_embeddings")
-    out["original_max_position_embeddings"] = number("original_max_position_embeddings", original)
+    length = number("original_max_position_embeddings", original)
+    out["original_max_position_embeddings"] = int(length) if length.is_integer() else length
     if rope_type == "llama3":
         out.update(low_freq_factor=number("low_freq_factor"), high_freq_factor=number("high_freq_factor"))
         if out["high_freq_factor"] <= out["low_freq_factor"]:
