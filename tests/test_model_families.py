@@ -223,3 +223,26 @@ def test_scaled_frequencies_are_transformers_on_generated_settings(half, theta, 
     elif kind == "yarn":
         params.update(beta_fast=fast, beta_slow=slow, original_max_position_embeddings=original)
     _against_transformers(2 * half, 4 * original, params)
+
+
+@pytest.mark.parametrize("family,heads", [("qwen3", [3, 0]), ("gemma3_text", [1, 2]), ("bloom", [5, 1, 4]),
+                                          ("falcon_alibi", [2])])
+def test_a_few_heads_keep_their_norms_and_slopes(checkpoint, family, heads):
+    from tracer.models import keep_heads
+    folder, _ = checkpoint(family)
+    arrays = layer_arrays(folder, tc.TEXT, 2)
+    full = tc.attend(arrays)["weights"] if arrays["rope"] is None else None
+    if full is None:   # rotated with the plain frequencies: the same for the full layer and its part
+        full = tc.attend(arrays, *_plain(arrays, 2, None))["weights"]
+        part = tc.attend(keep_heads(arrays, heads), *_plain(arrays, 2, None))["weights"]
+    else:
+        part = tc.attend(keep_heads(arrays, heads))["weights"]
+    np.testing.assert_allclose(part, full[heads], rtol=0, atol=1e-12)
+
+
+def test_heads_of_a_layer_normed_over_every_head_are_refused(checkpoint):
+    from tracer.errors import ScenarioError
+    from tracer.models import keep_heads
+    folder, _ = checkpoint("olmo2")
+    with pytest.raises(ScenarioError, match="model.heads: expected no heads list"):
+        keep_heads(layer_arrays(folder, tc.TEXT, 1), [0])
