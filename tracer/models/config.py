@@ -81,8 +81,8 @@ def read_config(folder: Path) -> Config:
 def parse(data: dict) -> Config:
     model_type = data.get("model_type")
     if not isinstance(model_type, str) or model_type not in FAMILIES:
-        raise ScenarioError("model_type", f"{kind(model_type) if not isinstance(model_type, str) else repr(model_type)} "
-                            f"is not supported; expected one of {', '.join(FAMILIES)}")
+        got = repr(model_type) if isinstance(model_type, str) else kind(model_type)
+        raise ScenarioError("model_type", f"{got} is not supported; expected one of {', '.join(FAMILIES)}")
     fam = FAMILIES[model_type]
     fam = SWITCHES[model_type](fam, data) if model_type in SWITCHES else fam
     _refuse(model_type, data)
@@ -96,7 +96,8 @@ def parse(data: dict) -> Config:
     activation = get.word("activation", fam.activation, tuple(ACTIVATIONS))
     gated = fam.gated()
     return Config(model_type, fam, d_model, layers, heads, groups, head_dim,
-                  get.positive("positions", UNBOUNDED), get.number("eps", 1e-6 if fam.norm == "rms" else 1e-5), ACTIVATIONS[activation],
+                  get.positive("positions", UNBOUNDED), get.number("eps", 1e-6 if fam.norm == "rms" else 1e-5),
+                  ACTIVATIONS[activation],
                   get.positive("inner") if gated else get.positive("inner", 4 * d_model),
                   kinds=tuple(_kinds(data, fam, layers)),
                   softcap=_positive(data, fam.softcap), scale=_positive(data, fam.scale, 256.0),

@@ -97,7 +97,8 @@ FAMILIES: dict[str, Family] = {
     "phi3": replace(LLAMA, qkv="qkv_proj", gate_up="gate_up_proj", mlp=("down_proj",), sliding="all"),
     "bloom": Family(keys=BLOOM_KEYS, activation="gelu_bloom", embed_norm="word_embeddings_layernorm", **OLD_BLOCK,
                     fused="heads", biases="all", position="alibi"),
-    "falcon": Family(keys=dict(BLOOM_KEYS, heads=("num_attention_heads", "n_head"), groups=("num_kv_heads", "n_head_kv"),
+    "falcon": Family(keys=dict(BLOOM_KEYS, heads=("num_attention_heads", "n_head"),
+                               groups=("num_kv_heads", "n_head_kv"),
                                layers=("num_hidden_layers", "n_layer"), inner=("ffn_hidden_size",),
                                positions=("max_position_embeddings",), activation=("activation",)),
                      activation="gelu", **OLD_BLOCK),   # its switches: see falcon() below

@@ -73,7 +73,8 @@ def mechanisms(blk, cfg, layer: int) -> dict:
         out["out_norm"] = dict(kind="rms", gain=blk.out_norm["gain"], eps=blk.out_norm["eps"])
     if cfg.scale is not None:
         out["defaults"] = {"scale": cfg.scale}
-    return {key: value for key, value in out.items() if value is not None or key in ("bq", "bk", "bv", "bo", "rope", "norm_in")}
+    always = ("bq", "bk", "bv", "bo", "rope", "norm_in")
+    return {key: value for key, value in out.items() if value is not None or key in always}
 
 
 def keep_heads(arrays: dict, heads) -> dict:
