@@ -52,7 +52,8 @@ def commands(screen, query: str = "") -> list[tuple[str, str, object]]:
     out += [(text, help_text, partial(screen.run_action, action)) for text, help_text, action in ACTIONS]
     typed = query.strip()
     key, eq, value = typed.removeprefix("set ").partition("=")
-    if eq and key.strip() in KEYS and value.strip():
+    typed_set = f"set {key.strip()}={value.strip()}"
+    if eq and key.strip() in KEYS and value.strip() and all(text != typed_set for text, _, _ in out):
         out.append((f"set {key.strip()}={value.strip()}", "arithmetic: as typed",
                     partial(send, SetOption(key.strip(), value.strip()))))
     if typed.endswith(".toml"):

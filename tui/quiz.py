@@ -62,8 +62,12 @@ class Quiz:
         return marks is not None and marks[row, col] == HIDDEN
 
     def progress(self, step_id: str) -> tuple[int, int]:
+        """(cells found, cells asked): a revealed cell is not found (see `revealed`)."""
         marks = self.marks[step_id]
-        return int(np.count_nonzero(marks != HIDDEN)), marks.size
+        return int(np.count_nonzero((marks == FIRST) | (marks == AFTER_HINT))), marks.size
+
+    def revealed(self, step_id: str) -> int:
+        return int(np.count_nonzero(self.marks[step_id] == REVEALED))
 
     def first_open(self) -> str | None:
         return next((sid for sid in self.steps if (self.marks[sid] == HIDDEN).any()), None)
@@ -89,7 +93,8 @@ class Quiz:
     # ------------------------------------------------------------ answering
     def _where(self, step_id: str) -> str:
         done, total = self.progress(step_id)
-        return f"{step_id}: {done} of {total} cells"
+        shown = self.revealed(step_id)
+        return f"{step_id}: {done} of {total} cells right" + (f", {shown} revealed" if shown else "")
 
     def answer(self, step_id: str, row: int, col: int, typed: str, fractions: bool = True) -> Outcome:
         """Checks what was typed into one cell."""

@@ -64,7 +64,31 @@ class Session:
         return self.under(other_preset(self.preset))
 
     def with_option(self, key: str, value) -> "Session":
-        return replace(self, overrides={**self.overrides, key: value})
+        """One key set; a value that is the preset's (or the scenario's) own is no override, so the
+        top bar never names it (`t t` leaves no `layout=columns`)."""
+        overrides = {**self.overrides, key: value}
+        try:
+            if self._own(key, overrides):
+                del overrides[key]
+        except tracer.ScenarioError:   # a bad value: the run that follows names it
+            pass
+        return replace(self, overrides=overrides)
+
+    def _named_own(self, key: str) -> bool:
+        """Whether an override (from --set too) only repeats the preset's or the scenario's own value."""
+        try:
+            return key in self.overrides and self._own(key, self.overrides)
+        except tracer.ScenarioError:
+            return False
+
+    def _own(self, key: str, overrides: dict) -> bool:
+        sc = self.scenario
+        if key in VIEW_KEYS:
+            own = sc.layout if key == "layout" else ("none" if sc.mask is None else sc.mask)
+            return isinstance(own, str) and overrides[key] == own
+        without = {k: v for k, v in overrides.items() if k != key}
+        made = [resolve(self.preset, {**sc.defaults, **o}) for o in (without, overrides)]
+        return getattr(made[0], key) == getattr(made[1], key)
 
     def cells(self) -> int:
         """How many numbers one head's query × key steps hold: the cost of a re-run."""
@@ -72,7 +96,7 @@ class Session:
 
     def label(self) -> str:
         """The arithmetic in force, e.g. `by-hand` or `by-hand + scale=sqrt`."""
-        extra = ", ".join(f"{k}={_show(v)}" for k, v in self.overrides.items())
+        extra = ", ".join(f"{k}={_show(v)}" for k, v in self.overrides.items() if not self._named_own(k))
         return f"{self.preset} + {extra}" if extra else self.preset
 
 

@@ -104,7 +104,7 @@ def test_the_score_counts_first_time_after_a_hint_and_revealed():
     assert quiz.answer("h0.sums", 0, 1, "28/3").ok is True
     assert quiz.answer("h0.sums", 0, 2, "7.33").ok is True
     last = quiz.reveal("h0.sums", 0, 3)
-    assert last.opened == "h0.weights" and "4 of 4 cells" in last.message
+    assert last.opened == "h0.weights" and "3 of 4 cells right, 1 revealed" in last.message
     for r in range(4):
         for c in range(4):
             end = quiz.reveal("h0.weights", r, c)

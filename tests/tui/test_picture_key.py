@@ -23,7 +23,7 @@ async def test_g_saves_the_step_as_a_heatmap_and_says_where(tmp_path, monkeypatc
         await go_to(pilot, "h0.weights")
         await pilot.press("g")
         await settle(pilot)
-        saved = tmp_path / "by_hand-h0.weights.svg"
+        saved = tmp_path / "by_hand-h0.weights-by-hand.svg"
         assert saved.is_file() and f"saved heatmap to {saved}" in status_text(app).replace("\n", "")
         texts = svg_texts(saved)
         assert "27/46" in texts and tracer.run("by_hand").step("h0.weights").formula in texts
@@ -38,7 +38,7 @@ async def test_g_on_the_worksheet_saves_the_heads_worksheet(tmp_path, monkeypatc
         await settle(pilot)
         await pilot.press("g")
         await settle(pilot)
-        saved = tmp_path / "by_hand-h0.worksheet.svg"
+        saved = tmp_path / "by_hand-h0.worksheet-by-hand.svg"
         assert saved.is_file() and "saved worksheet" in status_text(app)
         trace = tracer.run("by_hand")
         assert {trace.step(s).formula for s in ("h0.q", "h0.scores", "h0.z")} <= set(svg_texts(saved))
@@ -46,7 +46,7 @@ async def test_g_on_the_worksheet_saves_the_heads_worksheet(tmp_path, monkeypatc
 
 @pilot_test
 async def test_g_without_a_writable_folder_is_an_error_on_the_status_line(tmp_path, monkeypatch):
-    (tmp_path / "by_hand-x.svg").mkdir()  # the target is a folder: cannot be written
+    (tmp_path / "by_hand-x-by-hand.svg").mkdir()  # the target is a folder: cannot be written
     monkeypatch.chdir(tmp_path)
     async with opened() as (app, pilot):
         await pilot.press("g")

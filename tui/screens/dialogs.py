@@ -31,16 +31,22 @@ class DialogsMixin:
     def action_export(self) -> None:
         from .export import ExportScreen
         if self.trace is not None:
-            self.app.push_screen(ExportScreen(self.trace, self.step_id, self.session.label()))
+            self.app.push_screen(ExportScreen(self.trace, self.step_id, self.session.label()), self._exported)
+
+    def _exported(self, written) -> None:
+        if written:   # on the status line until the next key: a toast is gone before it is read
+            self.query_one(StatusBar).say(f"wrote {written}", "done")
 
     def action_picture(self) -> None:
         """Saves the step on screen as an SVG heatmap (the head's worksheet when it is shown)."""
         if self.trace is None:
             return
+        # named by the arithmetic too, as `e` names exports: a by-hand picture never overwrites an exact one
+        arithmetic = self.session.label().replace(" + ", "+").replace(", ", ",").replace(" ", "")
         if self.sheet:
-            name, kind = f"{self.trace.scenario.name}-{head_prefix(self.head)}worksheet.svg", "worksheet"
+            name, kind = f"{self.trace.scenario.name}-{head_prefix(self.head)}worksheet-{arithmetic}.svg", "worksheet"
         else:
-            name, kind = f"{self.trace.scenario.name}-{self.step_id}.svg", "heatmap"
+            name, kind = f"{self.trace.scenario.name}-{self.step_id}-{arithmetic}.svg", "heatmap"
         step = self.trace.step(self.step_id)
         steps = [step.id] if kind == "heatmap" or step.head is not None else None  # the worksheet's head
         self.query_one(StatusBar).say(f"drawing {name}…", "busy")
@@ -54,7 +60,7 @@ class DialogsMixin:
         except Exception as err:  # noqa: BLE001  bad input or no matplotlib: said on the status line
             self.app.call_from_thread(self.query_one(StatusBar).say, one_line(err), "error")
             return
-        self.app.call_from_thread(self.query_one(StatusBar).say, f"saved {kind} to {path.resolve()}")
+        self.app.call_from_thread(self.query_one(StatusBar).say, f"saved {kind} to {path.resolve()}", "done")
 
     def action_diff(self) -> None:
         from .diff import DiffScreen

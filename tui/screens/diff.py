@@ -9,12 +9,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from tracer.ids import step_id as make_id
 from tracer.labels import keys_text, step_labels, top_keys
 from tracer.numbers import fractions_for, tolerance
 
+from ..widgets.fit import KeyBar
 from ..widgets.matrix import MatrixView
 from ..widgets.status import StatusBar
 
@@ -63,7 +64,7 @@ class DiffScreen(Screen[tuple | None]):
         with VerticalScroll(id="diff-info"):
             yield Static(id="flags")
             yield Static(id="cells")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#side-a").focus()
@@ -126,6 +127,7 @@ class DiffScreen(Screen[tuple | None]):
         wants = [v.natural() for v in views]
         width, room = self.size.width, max(6, self.size.height - 8)
         tallest = max(w.height for w in wants)
+        views[-1].styles.column_span = 1
         if sum(w.width for w in wants) <= width and tallest <= room:
             sides.styles.layout, sides.styles.height = "horizontal", tallest
             for view, want in zip(views, wants):
@@ -135,6 +137,7 @@ class DiffScreen(Screen[tuple | None]):
             sides.styles.grid_size_columns, sides.styles.grid_size_rows = 2, 2
             for view in views:
                 view.styles.width = "1fr"
+            views[-1].styles.column_span = 2   # A − B under both: its wider numbers are never cut
         else:
             sides.styles.layout, sides.styles.height = "horizontal", "1fr"
             for view in views:

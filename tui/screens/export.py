@@ -94,4 +94,4 @@ class ExportScreen(ModalScreen[str | None]):
 
     def _done(self, path: str, what: str = "") -> None:
         self.app.notify(f"wrote {path} ({what})" if what else f"wrote {path}", title="export")
-        self.dismiss(path)
+        self.dismiss(f"{path} ({what})" if what else path)

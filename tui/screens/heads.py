@@ -7,11 +7,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from tracer.ids import step_id
 
+from ..widgets.fit import KeyBar
 from ..widgets.mini_heat import MiniHeat
 
 TILE = 20   # a tile's width with its border and gap
@@ -55,7 +56,7 @@ class HeadsScreen(Screen[tuple | None]):
         yield Static(id="heads-title")
         with VerticalScroll():
             yield Grid(*[MiniHeat(h, classes="tile") for h in range(self.trace.heads)], id="heads-grid")
-        yield Footer()
+        yield KeyBar()
 
     def check_action(self, action: str, parameters) -> bool | None:
         return len(self.per_layer) > 1 if action == "layer" else True

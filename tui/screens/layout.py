@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from textual.containers import Vertical
 from textual.geometry import Size
 
 from ..widgets.cell_info import CellInfo
@@ -105,6 +106,16 @@ def _fit_current(mode: str, box: Size, current: Size, sources: list[Size], heigh
     return Plan(mode, Size(max(w, 1), max(h, 1)), sources, max(height, h))
 
 
+class Work(Vertical):
+    """The column beside the pipeline. Its own size can change without the screen's (it has none
+    while the first trace loads, under a loading indicator): the panels are fitted again then."""
+
+    def on_resize(self) -> None:
+        fit = getattr(self.screen, "fit", None)
+        if fit is not None:
+            self.call_after_refresh(fit)
+
+
 class FitMixin:
     """Mixed into MainScreen: applies `arrange` to the panels on every step, cell and resize."""
 
@@ -114,9 +125,19 @@ class FitMixin:
     def on_screen_resume(self) -> None:
         self.call_after_refresh(self.fit)   # the terminal may have been resized under a dialog
 
+    def _fit_sheet(self, height: int) -> None:
+        """The worksheet takes the rows it needs when that leaves the cell's story INFO_LEAST rows;
+        a sheet that scrolls anyway leaves the story a third of the height."""
+        sheet = self.query_one("#sheet")
+        need = sheet.height_needed + 1   # and a horizontal scrollbar
+        room = height - INFO_LEAST if need <= height - INFO_LEAST else height - max(INFO_LEAST, height // 3)
+        sheet.styles.max_height = max(SOURCE_MIN, room)
+
     def fit(self) -> None:
         """Sizes the panels for this step, this cell's story and this terminal (see `arrange`)."""
         work, matrices = self.query_one("#work"), self.query_one("#matrices")
+        if self.trace is not None and self.sheet and work.size.height:
+            self._fit_sheet(work.size.height)
         if self.trace is None or self.sheet or not work.size.width:
             return
         current = self.query_one("#current", MatrixView)

@@ -6,7 +6,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer
 
 import tracer
 from tracer.labels import axis_title, step_labels
@@ -19,6 +18,7 @@ from ..session import (Session, axis_labels, scenario_label, carry_cell, cell_na
                        other_head_panel, summary)
 from ..widgets.answer import AnswerLine
 from ..widgets.cell_info import CellInfo
+from ..widgets.fit import KeyBar
 from ..widgets.matrix import MatrixView
 from ..widgets.progress import Progress
 from ..widgets.status import StatusBar
@@ -26,7 +26,7 @@ from ..widgets.step_info import StepInfo
 from ..widgets.steps import StepList
 from ..widgets.worksheet import Worksheet
 from .dialogs import DialogsMixin
-from .layout import FitMixin
+from .layout import FitMixin, Work
 from .quizzing import QuizMixin
 from .running import RunMixin
 from .sheet import SheetMixin
@@ -82,7 +82,7 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
         yield StatusBar(id="status")
         with Horizontal(id="body"):
             yield StepList(id="steps")
-            with Vertical(id="work"):
+            with Work(id="work"):
                 with Horizontal(id="matrices"):
                     with Vertical(id="inputs"):
                         for n in range(PANELS):
@@ -90,11 +90,11 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
                     yield MatrixView(cursor=True, id="current")
                 yield Worksheet(id="sheet")
                 with VerticalScroll(id="info"):
+                    yield CellInfo(id="cell")   # first: the cell's explanation is never scrolled away
                     yield Progress(id="progress")
-                    yield CellInfo(id="cell")
                     yield StepInfo(id="about")
         yield AnswerLine(id="answer")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         for n in range(PANELS):
@@ -161,7 +161,7 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
                 continue
             panel = panels[n]
             hidden = self.hidden(panel.title.split(" · ")[0])
-            same = view.array is panel.array and view.border_title == panel.title
+            same = view.array is panel.array and view.full_title == panel.title
             if same and view.fractions == self.written_fractions():  # else redrawn: f changes every panel
                 view.set_lit(panel.cells)
                 view.set_hidden(hidden)
@@ -178,6 +178,10 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
             self.query_one(CellInfo).show(where, story, lit)
         if redrawn:
             self.fit()
+
+    def on_key(self, event) -> None:
+        self.query_one(StatusBar).fade()   # before the key's action, which may say something new
+        self.quiz_key(event)
 
     def on_matrix_view_cursor_moved(self, message: MatrixView.CursorMoved) -> None:
         if message.view is self.active_view() and self.trace is not None:

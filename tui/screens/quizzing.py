@@ -9,6 +9,7 @@ import tracer
 from ..quiz import Quiz, quiz_steps
 from ..widgets.answer import AnswerLine
 from ..widgets.cell_info import CellInfo
+from ..widgets.matrix import MatrixView
 from ..widgets.status import StatusBar
 
 ANSWER_START = set("0123456789+-−.,/∞")   # a key that can only begin an answer opens the answer line
@@ -26,7 +27,7 @@ class QuizMixin:
         return self.quiz.hidden(step_id) if self.quiz is not None else None
 
     def answering(self) -> bool:
-        return self.quiz is not None and self.query_one(AnswerLine).has_focus
+        return self.quiz is not None and self.query_one(AnswerLine).active
 
     def quiz_loaded(self, old, step_id: str, cell):
         """On every new trace: start the quiz asked for, or carry it over to the re-run."""
@@ -45,7 +46,8 @@ class QuizMixin:
         self._asked, self._hints = [], {}   # another scenario opened later gets the whole quiz
         self._answer_line(True)
         first = self.quiz.first_open()
-        self.query_one(StatusBar).say(f"quiz: {len(self.quiz.steps)} steps to fill; type a value, "
+        steps = len(self.quiz.steps)
+        self.query_one(StatusBar).say(f"quiz: {steps} step{'s' * (steps != 1)} to fill; type a value, "
                                       "enter checks it", "busy")
         return (first, self.quiz.first_hidden_cell(first)) if first else (step_id, cell)
 
@@ -63,7 +65,7 @@ class QuizMixin:
 
     def _answer_line(self, on: bool) -> None:
         line = self.query_one(AnswerLine)
-        line.display = on
+        line.display = line.active = on
         line.clear()
         if on:
             line.focus()
@@ -113,8 +115,11 @@ class QuizMixin:
             self.show_step(self.step_id, self.cell)
 
     def action_next_hidden(self) -> None:
-        """Tab: the next cell still to find in this step (row by row), else the next open step."""
+        """Tab: the next cell still to find in this step (row by row), else the next open step; on
+        the worksheet outside a quiz, the next matrix."""
         if self.quiz is None or not self.quiz.asks(self.step_id):
+            if self.sheet:   # no cell to find here: tab goes to the sheet's next matrix
+                self.focus_next(MatrixView)
             return
         left = [tuple(int(i) for i in rc) for rc in np.argwhere(self.quiz.hidden(self.step_id))]
         after = [rc for rc in left if rc > tuple(self.cell)] or left
@@ -131,15 +136,25 @@ class QuizMixin:
             self.show_cell()
 
     def on_answer_line_leave(self, message: AnswerLine.Leave) -> None:
+        if self.answering():   # a number typed since the Esc claimed the line again
+            return
         self.active_view().focus()
         self.query_one(StatusBar).say("browser keys (n, p, a, w, …); type a number or press enter to answer")
 
-    def on_key(self, event) -> None:
-        if self.quiz is None or self.answering():
+    def quiz_key(self, event) -> None:
+        """Keys the answer line owns, wherever the focus is yet: the focus follows a claim late,
+        and a burst (a paste, fast typing after Esc) must reach the line whole and in order."""
+        if self.quiz is None:
             return
-        if event.key == "enter" or (event.character and event.character in ANSWER_START):
-            event.stop()
-            line = self.query_one(AnswerLine)
+        line = self.query_one(AnswerLine)
+        if not line.active:
+            if not (event.key == "enter" or (event.character and event.character in ANSWER_START)):
+                return   # a browser key
+            line.active = True
             line.focus()
-            if event.key != "enter":
-                line.type(event.character)
+            if event.key == "enter":   # enter opens the line; the next one checks
+                event.stop()
+                return
+        if line.take(event):
+            event.stop()
+            event.prevent_default()

@@ -17,6 +17,8 @@ from ..session import Session
 TYPED = ("scale", "softmax_base", "block")              # free values: typed in
 CHOSEN = {"normalize": ("softmax", "relu"), "stable": ("true", "false"), "dtype": ("float64", "float32"),
           "algorithm": ("standard", "online")}
+# the order of the contract's tables (the arithmetic's keys, then the algorithm's); then the view
+ORDER = ("scale", "softmax_base", "normalize", "stable", "dtype", "mask", "algorithm", "block", "layout")
 KEEP = "matrix"  # the mask Select's value for a matrix already set: kept as it is
 HINTS = {"scale": "sqrt, floor, none or a number c (÷c)", "softmax_base": "e or a number > 1",
          "block": "keys per block under online (a whole number ≥ 1)"}
@@ -41,35 +43,37 @@ class SettingsScreen(ModalScreen[Session | None]):
         self.layout_now = trace.layout if trace is not None else session.scenario.layout
 
     def compose(self) -> ComposeResult:
-        a, sc = self.session.arithmetic(), self.session.scenario
-        mask_now = self.session.overrides.get("mask", "scenario")
-        scenario_mask = sc.mask if isinstance(sc.mask, str) else "a matrix"
         with Vertical(id="settings", classes="dialog"):
             yield Label("Arithmetic, key by key (enter applies, esc cancels)", classes="dialog-title")
             with Grid(id="fields"):
                 yield Label("preset")
                 yield _select([(p, p) for p in PRESETS], self.session.preset, "preset")
-                for key in TYPED:
+                for key in ORDER:
                     yield Label(key)
-                    yield Input(_text(getattr(a, key)), placeholder=HINTS[key], compact=True, id=key)
-                for key, values in CHOSEN.items():
-                    yield Label(key)
-                    yield _select([(v, v) for v in values], _text(getattr(a, key)), key)
-                yield Label("mask")
-                masks = [(f"the scenario's ({scenario_mask})", "scenario"), *((w, w) for w in WORDS["mask"])]
-                if isinstance(mask_now, str) and mask_now not in {v for _, v in masks}:
-                    masks.append((mask_now, mask_now))   # sliding:W, set from the palette or --set
-                elif not isinstance(mask_now, str):
-                    masks.append(("the matrix set", KEEP))   # a 0/1 matrix from --set or the palette
-                yield _select(masks, mask_now if isinstance(mask_now, str) else KEEP, "mask")
-                yield Label("layout")
-                layouts = [("rows: one row per token", "rows"), ("columns: one column per token", "columns")]
-                yield _select(layouts, self.layout_now, "layout")
+                    yield self._field(key)
             yield Label("", id="error")
             with Horizontal(classes="buttons"):
                 yield Button("Apply", variant="primary", compact=True, id="apply")
                 yield Button("Preset's values", compact=True, id="reset")
                 yield Button("Cancel", compact=True, id="cancel")
+
+    def _field(self, key: str):
+        a, sc = self.session.arithmetic(), self.session.scenario
+        if key in TYPED:
+            return Input(_text(getattr(a, key)), placeholder=HINTS[key], compact=True, id=key)
+        if key in CHOSEN:
+            return _select([(v, v) for v in CHOSEN[key]], _text(getattr(a, key)), key)
+        if key == "layout":
+            layouts = [("rows: one row per token", "rows"), ("columns: one column per token", "columns")]
+            return _select(layouts, self.layout_now, "layout")
+        mask_now = self.session.overrides.get("mask", "scenario")
+        scenario_mask = sc.mask if isinstance(sc.mask, str) else "a matrix"
+        masks = [(f"the scenario's ({scenario_mask})", "scenario"), *((w, w) for w in WORDS["mask"])]
+        if isinstance(mask_now, str) and mask_now not in {v for _, v in masks}:
+            masks.append((mask_now, mask_now))   # sliding:W, set from the palette or --set
+        elif not isinstance(mask_now, str):
+            masks.append(("the matrix set", KEEP))   # a 0/1 matrix from --set or the palette
+        return _select(masks, mask_now if isinstance(mask_now, str) else KEEP, "mask")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "apply":

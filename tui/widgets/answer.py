@@ -38,15 +38,30 @@ class AnswerLine(Static, can_focus=True):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.typed = ""
+        # The keys are the answer's, whoever has the focus: a focus change lands after the keys
+        # already on their way, so a burst typed right after Esc must not depend on it.
+        self.active = False
 
     def check_consume_key(self, key: str, character: str | None) -> bool:
-        return character is not None and character.isprintable()
+        return self.active and character is not None and character.isprintable()
 
     def on_key(self, event) -> None:
-        if event.character is not None and event.character.isprintable() and len(event.character) == 1:
+        if self.active and self.take(event):
             event.stop()
             event.prevent_default()
+
+    def take(self, event) -> bool:
+        """Handles a key as the answer line does (a character, enter, backspace, the arrows, esc),
+        wherever it arrived; False for any other key."""
+        if event.character is not None and event.character.isprintable() and len(event.character) == 1:
             self.type(event.character)
+            return True
+        action = {"enter": self.action_submit, "backspace": self.action_erase, "escape": self.action_leave,
+                  "up": lambda: self.action_move(-1, 0), "down": lambda: self.action_move(1, 0),
+                  "left": lambda: self.action_move(0, -1), "right": lambda: self.action_move(0, 1)}.get(event.key)
+        if action is not None:
+            action()
+        return action is not None
 
     def type(self, text: str) -> None:
         self.typed = (self.typed + text)[:MAX_TYPED]
@@ -58,7 +73,7 @@ class AnswerLine(Static, can_focus=True):
 
     def render(self) -> Text:
         text = Text()
-        if self.has_focus:
+        if self.active:
             text.append("answer ▸ ", style="bold").append(self.typed, style="bold reverse").append("▏")
             text.append("   enter check · ctrl+r reveal · tab next ? · esc browser keys · ctrl+q quit", style="dim")
         else:
@@ -67,10 +82,11 @@ class AnswerLine(Static, can_focus=True):
         return text
 
     def on_focus(self) -> None:
+        self.active = True   # clicked, or claimed by the screen (already active then)
         self.refresh()
 
     def on_blur(self) -> None:
-        self.refresh()
+        self.refresh()   # not inactive: a blur may land after keys that claimed the line again
 
     def action_submit(self) -> None:
         self.post_message(self.Submitted(self.typed))
@@ -83,4 +99,5 @@ class AnswerLine(Static, can_focus=True):
         self.post_message(self.Move(rows, cols))
 
     def action_leave(self) -> None:
+        self.active = False   # at once: the keys typed next are the browser's
         self.post_message(self.Leave())

@@ -13,6 +13,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from .fit import clip
 from .heat import Scale
 
 LABEL = Style(color="grey70", bold=True)
@@ -60,6 +61,7 @@ class MatrixView(ScrollView):
         self.scale = Scale(self.array, True)
         self._label_w = self._cell_w = 1
         self._title_w = 0
+        self.full_title = ""   # the border shows it cut at a word's end when the panel is narrower
         self.fractions = True
         self.hidden: np.ndarray | None = None  # True where a cell is drawn blank (a quiz, an unreached step)
         self.hide_text = "?"
@@ -79,7 +81,8 @@ class MatrixView(ScrollView):
         self._cell_w = max(self.scale.width, min(MAX_LABEL - 2, max((len(s) for s in col_labels), default=1))) + 1
         rows, cols = self.array.shape
         self.virtual_size = Size(self._label_w + cols * self.cell_width, rows + 1)
-        self.border_title = title
+        self.full_title = title
+        self._clip_title()
         self._title_w = min(len(title) + 6, 30)
         self.styles.min_width = self._title_w  # room for the title on the border
         if cursor is not None:
@@ -105,7 +108,7 @@ class MatrixView(ScrollView):
         """The panel's outer size with nothing cut: labels, every cell, the border, the title; or
         `tight`, of the title only the step's name (before " · "), the rest cut with …."""
         width, height = self.virtual_size
-        title = min(self._title_w, len(str(self.border_title).split(" · ")[0]) + 7) if tight else self._title_w
+        title = min(self._title_w, len(self.full_title.split(" · ")[0]) + 7) if tight else self._title_w
         return Size(max(width + 2, title), height + 2)
 
     @property
@@ -149,7 +152,12 @@ class MatrixView(ScrollView):
             x = (col + 1) * cw - width
         self.scroll_to(x, y, animate=False, force=True)
 
+    def _clip_title(self) -> None:
+        room = self.size.width - 4 if self.size.width else len(self.full_title)   # the corners and a space each side
+        self.border_title = clip(self.full_title, room)
+
     def on_resize(self) -> None:
+        self._clip_title()
         self.reveal(*(self.cursor if self.has_cursor else self._first_lit()))
         self._mark_more()
 

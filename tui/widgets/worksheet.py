@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from textual.containers import Horizontal, ScrollableContainer, Vertical
+from textual.geometry import Region
 from textual.message import Message
 from textual.widgets import Static
 
@@ -53,6 +54,7 @@ class Worksheet(ScrollableContainer):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.key: tuple | None = None     # (trace, head) the panels were built for
+        self.height_needed = 0            # the sheet's rows with every panel whole
         self.views: dict[str, MatrixView] = {}
 
     def release(self) -> None:
@@ -78,13 +80,15 @@ class Worksheet(ScrollableContainer):
         self.fill(trace, current, masks, fractions, tol, cell)  # sizes known before the bands are laid out
         if trace.columns:  # Q = W_Q·X: X above, each W to the left of what it makes (same rows)
             corner = _blank(x.styles.height.value, max((w.styles.width.value for w in weights), default=1))
-            columns = [Vertical(corner, *weights, classes="ws-stack"), Vertical(x, *results, classes="ws-stack")]
+            columns_parts = [[corner, *weights], [x, *results]]
         else:              # Q = X·W_Q: each W above what it makes (same columns), X to the left
             top = max((w.styles.height.value for w in weights), default=1)
             for w in weights:
                 w.styles.height = top
-            columns = [Vertical(_blank(top, x.styles.width.value), x, classes="ws-stack")]
-            columns += [Vertical(w, r, classes="ws-stack") for w, r in zip(weights, results)]
+            columns_parts = [[_blank(top, x.styles.width.value), x]] + [[w, r] for w, r in zip(weights, results)]
+        columns = [Vertical(*stack, classes="ws-stack") for stack in columns_parts]
+        bands_parts = [columns_parts, attention, [[v] for v in layer]]
+        self.height_needed = sum(max(map(_tall, band), default=0) for band in bands_parts)
         bands = [Horizontal(*columns, classes="ws-band"),
                  Horizontal(*[Vertical(*group, classes="ws-stack") for group in attention], classes="ws-band")]
         if layer:
@@ -122,6 +126,33 @@ class Worksheet(ScrollableContainer):
         for sid, view in self.views.items():
             if view is event.widget:
                 self.post_message(self.Picked(sid))
+                self.follow(view)
+
+    def on_matrix_view_cursor_moved(self, message: MatrixView.CursorMoved) -> None:
+        self.follow(message.view)   # not stopped: the main screen shows the cell's story
+
+    def follow(self, view: MatrixView) -> None:
+        """Scrolls the sheet (after the panel has scrolled inside) so the cursor's cell is in sight,
+        with its panel's title and row labels too when the sheet has the room."""
+        def scroll() -> None:
+            box, row, col = view.region, *view.cursor
+            if not box.size or not self.size:
+                return
+            x, y = view.scroll_offset
+            cell = Region(box.x + 1 + view._label_w + col * view.cell_width - x, box.y + 2 + row - y,
+                          view.cell_width, 1)
+            width, height = self.scrollable_content_region.size
+            left = box.x if cell.right - box.x <= width else cell.x
+            top = box.y if cell.bottom - box.y <= height else cell.y
+            seen = Region(left, top, cell.right - left, cell.bottom - top)
+            self.scroll_to_region(seen.translate(self.scroll_offset - self.scrollable_content_region.offset),
+                                  animate=False, immediate=True, force=True)
+        self.call_after_refresh(scroll)
+
+
+def _tall(stack) -> int:
+    """The height of a column of panels, one above the other (as sized before they are laid out)."""
+    return sum(int(w.styles.height.value) for w in stack)
 
 
 def _blank(height: int, width: int) -> Static:
