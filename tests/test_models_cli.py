@@ -94,7 +94,7 @@ def test_an_unsupported_family_is_named(capsys, copy):
 
 @pytest.mark.parametrize("changes,words", [
     ({"model_type": "mamba"}, ("model_type", "'mamba'", "qwen3, smollm3, gemma2, gemma3_text, olmo2, phi3, bloom, falcon")),
-    ({"partial_rotary_factor": 0.5}, ("partial_rotary_factor", "0.5", "expected 1.0")),
+    ({"partial_rotary_factor": 0.375}, ("partial_rotary_factor", "0.375", "even number")),
     ({"layer_types": ["full_attention", "chunked_attention", "full_attention"]}, ("layer_types", "sliding_attention")),
     ({"layer_types": ["sliding_attention"] * 3, "sliding_window": 0}, ("sliding_window", "≥ 1")),
     ({"use_bidirectional_attention": True}, ("use_bidirectional_attention", "not supported")),

@@ -43,6 +43,7 @@ MORE = {
     "olmo2": ("Olmo2", {}),
     "smollm3": ("SmolLM3", dict(no_rope_layers=[1, 0, 1], use_sliding_window=True, sliding_window=3)),
     "phi3": ("Phi3", dict(sliding_window=5, original_max_position_embeddings=SIZES["positions"])),
+    "phi3_partial": ("Phi3", dict(partial_rotary_factor=0.5)),          # Phi-4-mini's form: half turn
     "bloom": ("Bloom", dict(hidden_size=48, num_attention_heads=6)),          # 6 heads: the slopes interleave
     "falcon": ("Falcon", dict(num_kv_heads=1, multi_query=True, parallel_attn=True)),   # Falcon-7B's form
     "falcon_new": ("Falcon", dict(new_decoder_architecture=True, num_kv_heads=2, bias=True)),   # 40B's
@@ -190,12 +191,14 @@ def state(model) -> dict:
 
 def _rotary(m: np.ndarray, theta: float, freqs: np.ndarray | None = None) -> np.ndarray:
     """Rotary positions as complex numbers: the pair (i, i + d/2) is x_i + j·x_(i+d/2), turned
-    by e^(j·p·f_i) at position p, f_i = theta^(−2i/d) unless the frequencies are given."""
+    by e^(j·p·f_i) at position p, f_i = theta^(−2i/d) unless the frequencies are given (fewer of
+    them than pairs: partial rotary, the features past 2·len(f) stay)."""
     n, d = m.shape
-    z = m[:, : d // 2] + 1j * m[:, d // 2:]
     f = theta ** (-2.0 * np.arange(d // 2) / d) if freqs is None else freqs
+    r = 2 * len(f)                 # fewer frequencies than pairs: only the first r features turn
+    z = m[:, : r // 2] + 1j * m[:, r // 2: r]
     z = z * np.exp(1j * np.outer(np.arange(n), f))
-    return np.concatenate([z.real, z.imag], axis=1)
+    return np.concatenate([z.real, z.imag, m[:, r:]], axis=1)
 
 
 def llama_reference(w: dict, ids: list[int], layer: int, theta: float, eps: float = 1e-5) -> dict:

@@ -99,8 +99,8 @@ def _shape(shape: tuple) -> str:
 
 
 def embed(tensors: Tensors, cfg: Config, ids: list[int]) -> np.ndarray:
-    """The residual stream entering block 0: token embeddings (× √d_model for Gemma), plus
-    learned positions (GPT-2), then the norm BLOOM puts after them."""
+    """The token embeddings (× √d_model for Gemma), plus learned positions (GPT-2); BLOOM's
+    stream then passes embed_norm's norm."""
     fam, pre = cfg.family, prefix(tensors, cfg)
     name = pre + fam.embed + ".weight"
     table = tensors.shape(name)
@@ -121,12 +121,17 @@ def embed(tensors: Tensors, cfg: Config, ids: list[int]) -> np.ndarray:
         x *= cfg.embed_scale
     if fam.positions_table:
         x += tensors.rows(pre + fam.positions_table + ".weight", range(len(ids)))
-    if fam.embed_norm:
-        check_shapes(tensors, cfg, {pre + fam.embed_norm + ".weight": (cfg.d_model,),
-                                    pre + fam.embed_norm + ".bias": (cfg.d_model,)})
-        from .forward import norm
-        x = norm(x, _norm(tensors, cfg, pre + fam.embed_norm))
     return x
+
+
+def embed_norm(tensors: Tensors, cfg: Config) -> dict | None:
+    """The norm right after the embeddings (BLOOM's), or None."""
+    fam, pre = cfg.family, prefix(tensors, cfg)
+    if not fam.embed_norm:
+        return None
+    check_shapes(tensors, cfg, {pre + fam.embed_norm + ".weight": (cfg.d_model,),
+                                pre + fam.embed_norm + ".bias": (cfg.d_model,)})
+    return _norm(tensors, cfg, pre + fam.embed_norm)
 
 
 def block(tensors: Tensors, cfg: Config, layer: int, mlp: bool = True) -> Block:

@@ -99,7 +99,7 @@ def parse(data: dict) -> Config:
                   get.positive("positions", UNBOUNDED), get.number("eps", 1e-6 if fam.norm == "rms" else 1e-5),
                   ACTIVATIONS[activation],
                   get.positive("inner") if gated else get.positive("inner", 4 * d_model),
-                  kinds=tuple(_kinds(data, fam, layers)),
+                  kinds=tuple(_kinds(data, fam, layers, head_dim)),
                   softcap=_positive(data, fam.softcap), scale=_positive(data, fam.scale, 256.0),
                   embed_scale=math.sqrt(d_model) if fam.embed_scale else 1.0)
 
@@ -125,7 +125,7 @@ def _positive(data: dict, key: str | None, default: float | None = None) -> floa
     return math.sqrt(value) if key == "query_pre_attn_scalar" else float(value)
 
 
-def _kinds(data: dict, fam: Family, layers: int) -> list[Kind]:
+def _kinds(data: dict, fam: Family, layers: int, head_dim: int) -> list[Kind]:
     """Each layer's window and rotary positions, from layer_types (and no_rope_layers) where
     config.json has them, else from the family's pattern."""
     rotates = [True] * layers
@@ -144,7 +144,7 @@ def _kinds(data: dict, fam: Family, layers: int) -> list[Kind]:
                             f"got {kind(window)}")
     if fam.position != "rotary":
         return [Kind(window if t == "sliding_attention" else None, None) for t in types]
-    specs = {t: rope_spec(data, t, fam.default_base, fam.local_base) for t in sorted(set(types))}
+    specs = {t: rope_spec(data, t, head_dim, fam.default_base, fam.local_base) for t in sorted(set(types))}
     return [Kind(window if t == "sliding_attention" else None, specs[t] if rotates[i] else None)
             for i, t in enumerate(types)]
 

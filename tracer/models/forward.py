@@ -7,9 +7,10 @@ import math
 
 import numpy as np
 
+from .. import rope
+from ..alibi import alibi_slopes
 from .blocks import Block
 from .config import Config, Kind
-from .rotary import attention_factor, frequencies
 
 
 def norm(x: np.ndarray, spec: dict | None) -> np.ndarray:
@@ -23,23 +24,16 @@ def norm(x: np.ndarray, spec: dict | None) -> np.ndarray:
     return y if spec.get("bias") is None else y + spec["bias"]
 
 
-def rotate(m: np.ndarray, freqs: np.ndarray, offset: int = 0) -> np.ndarray:
-    """Rotary positions, `half` style: the pair (i, i + d/2) of the token at position p turns by
-    p·freqs[i]. m is … × n × d."""
+def rotate(m: np.ndarray, spec: dict) -> np.ndarray:
+    """Rotary positions, `half` style: among the first r features (all, unless the spec says
+    fewer), the pair (i, i + r/2) of the token at position p turns by p·θ_i, θ after any scaling;
+    yarn's attention factor multiplies the turned features. m is … × n × d."""
     n, d = m.shape[-2:]
-    angle = np.arange(offset, offset + n)[:, None] * freqs[None, :]
-    cos, sin = np.cos(angle), np.sin(angle)
-    first, second = m[..., : d // 2], m[..., d // 2:]
-    return np.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
-
-
-def alibi_slopes(heads: int) -> np.ndarray:
-    """Press et al.'s slopes: 2^(−8(h+1)/H) for H a power of two; otherwise those of the power of
-    two below H, then every other slope of twice that many."""
-    def powers(n: int) -> np.ndarray:
-        return 2.0 ** (-8.0 * np.arange(1, n + 1) / n)
-    below = 2 ** int(math.floor(math.log2(heads)))
-    return np.concatenate([powers(below), powers(2 * below)[0::2][: heads - below]])
+    r = rope.rotary_dims(spec, d)
+    angle = rope.positions(n, spec["offset"])[:, None] * rope.frequencies(spec, r)[None, :]
+    cos, sin = np.cos(angle) * rope.attention_factor(spec), np.sin(angle) * rope.attention_factor(spec)
+    first, second = m[..., : r // 2], m[..., r // 2: r]
+    return np.concatenate([first * cos - second * sin, second * cos + first * sin, m[..., r:]], axis=-1)
 
 
 def qk_norm(m: np.ndarray, gain: np.ndarray, eps: float, scope: str) -> np.ndarray:
@@ -67,8 +61,7 @@ def attention(h: np.ndarray, blk: Block, cfg: Config, kind: Kind) -> np.ndarray:
     if blk.q_norm is not None:
         q, k = (qk_norm(m, g, cfg.eps, fam.qk_norm) for m, g in ((q, blk.q_norm), (k, blk.k_norm)))
     if kind.rope is not None:
-        freqs, af = frequencies(q.shape[-1], kind.rope), attention_factor(kind.rope)
-        q, k = rotate(q, freqs) * af, rotate(k, freqs) * af
+        q, k = rotate(q, kind.rope), rotate(k, kind.rope)
     share = q.shape[0] // k.shape[0]                  # query head h reads group h // share
     k, v = np.repeat(k, share, axis=0), np.repeat(v, share, axis=0)
     s = q @ k.transpose(0, 2, 1) / (cfg.scale or math.sqrt(q.shape[-1]))

@@ -10,9 +10,10 @@ import numpy as np
 
 from ..checks import kind, unknown
 from ..errors import ScenarioError
-from .blocks import block, embed
+from .blocks import block, embed, embed_norm
 from .config import read_config
-from .forward import alibi_slopes, run_block
+from ..alibi import alibi_slopes
+from .forward import norm, run_block
 from .hub import find_checkpoint
 from .tokens import encode
 from .weights import Tensors
@@ -33,7 +34,7 @@ def layer_arrays(path, text: str, layer: int, *, base: Path | None = None) -> di
                             f"{cfg.layers}), got {kind(layer)}")
     ids, pieces = encode(folder, text, cfg.positions)
     tensors = Tensors(folder)
-    x = embed(tensors, cfg, ids)
+    x = norm(embed(tensors, cfg, ids), embed_norm(tensors, cfg))
     for i in range(layer):
         x = run_block(x, block(tensors, cfg, i), cfg, i)
     blk = block(tensors, cfg, layer, mlp=False)

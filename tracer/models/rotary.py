@@ -6,8 +6,6 @@ from __future__ import annotations
 import math
 import numbers
 
-import numpy as np
-
 from ..checks import kind
 from ..errors import ScenarioError
 
@@ -15,10 +13,12 @@ TYPES = ("default", "linear", "llama3", "yarn")
 LAYER_TYPES = ("full_attention", "sliding_attention")
 
 
-def rope_spec(data: dict, layer_type: str, default_base: float = 10000.0, local_base: str | None = None) -> dict:
-    """{"base", "style", "offset"} and, when the frequencies are rescaled, "scaling" (the
-    Scenario's form: type, factor and that type's keys, yarn's attention factor worked out).
-    `local_base` names the key that gives sliding layers their own base (Gemma 3's)."""
+def rope_spec(data: dict, layer_type: str, head_dim: int, default_base: float = 10000.0,
+              local_base: str | None = None) -> dict:
+    """{"base", "style", "offset"}, "dims" when only the first features rotate, and "scaling" when
+    the frequencies are rescaled (the Scenario's form: type, factor and that type's keys, yarn's
+    attention factor worked out). `local_base` names the key that gives sliding layers their own
+    base (Gemma 3's). tracer.rope computes the frequencies from it."""
     params, where = _params(data, layer_type, local_base is not None)
     base = params.get("rope_theta")
     if base is None:
@@ -27,10 +27,13 @@ def rope_spec(data: dict, layer_type: str, default_base: float = 10000.0, local_
     if isinstance(base, bool) or not isinstance(base, numbers.Real) or not 1 < base < math.inf:
         raise ScenarioError("rope_theta", f"expected a finite number > 1, got {kind(base)}")
     partial = params.get("partial_rotary_factor", data.get("partial_rotary_factor", 1.0))
-    if partial != 1.0:
-        raise ScenarioError("partial_rotary_factor", f"{partial!r} is not supported; expected 1.0 (every pair "
-                            "of features rotated)")
+    dims = int(head_dim * partial) if isinstance(partial, numbers.Real) and not isinstance(partial, bool) else 0
+    if not 2 <= dims <= head_dim or dims % 2:
+        raise ScenarioError("partial_rotary_factor", f"expected a number from 0 to 1 that leaves an even number "
+                            f"of the {head_dim} features of a head to rotate, got {kind(partial)}")
     spec = dict(base=float(base), style="half", offset=0)
+    if dims < head_dim:   # Phi-4-mini: the first 3/4 of each head's features turn, the rest pass
+        spec["dims"] = dims
     scaling = _scaling(params, where, data)
     if scaling is not None:
         spec["scaling"] = scaling
@@ -101,38 +104,6 @@ def _scaling(params: dict, where: str, data: dict) -> dict | None:
         out["attention_factor"] = strength(number("mscale")) / strength(number("mscale_all_dim")) \
             if mscale and every else strength(1.0)
     return out
-
-
-def frequencies(d_k: int, spec: dict) -> np.ndarray:
-    """Each pair's rotation frequency, base^(−2i/d_k), after the spec's scaling: linear divides
-    them all by the factor; llama3 divides only the slow pairs (wavelength above
-    original/low_freq_factor), leaves the fast ones (below original/high_freq_factor) and blends
-    between; yarn blends each pair from interpolated (÷ factor) to kept along a ramp over the
-    dimensions whose number of turns in the original length lies between beta_slow and beta_fast."""
-    base, s = spec["base"], spec.get("scaling")
-    theta = base ** (-np.arange(0, d_k, 2, dtype=np.float64) / d_k)
-    if s is None:
-        return theta
-    factor = s["factor"]
-    if s["type"] == "linear":
-        return theta / factor
-    original = s["original_max_position_embeddings"]
-    if s["type"] == "llama3":
-        turns = original * theta / (2 * math.pi)          # original ÷ wavelength
-        blend = np.clip((turns - s["low_freq_factor"]) / (s["high_freq_factor"] - s["low_freq_factor"]), 0, 1)
-        return theta * (blend + (1 - blend) / factor)
-
-    def dim(turns: float) -> float:                       # the dimension that turns `turns` times
-        return d_k * math.log(original / (turns * 2 * math.pi)) / (2 * math.log(base))
-    low, high = max(math.floor(dim(s["beta_fast"])), 0), min(math.ceil(dim(s["beta_slow"])), d_k - 1)
-    ramp = np.clip((np.arange(d_k // 2) - low) / ((high - low) or 0.001), 0, 1)
-    return theta / factor * ramp + theta * (1 - ramp)
-
-
-def attention_factor(spec: dict | None) -> float:
-    """How much yarn scales the rotated q and k (each; their scores by its square); else 1."""
-    scaling = (spec or {}).get("scaling") or {}
-    return scaling.get("attention_factor", 1.0)
 
 
 def label(spec: dict | None) -> str:
