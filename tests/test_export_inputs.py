@@ -72,3 +72,22 @@ def test_anything_in_the_checkpoint_folder_is_refused(capsys, tmp_path):
                          "--format", "json"], "checkpoint folder")
     assert {p.name: p.read_bytes() for p in model.iterdir()} == before
     shutil.rmtree(model)
+
+
+def test_a_file_the_checkpoint_folder_links_to_is_refused(capsys, tmp_path):
+    """The Hugging Face cache keeps a snapshot's files as links into blobs/: writing over a blob
+    would replace the checkpoint's config, though the blob is outside the folder."""
+    pytest.importorskip("transformers")
+    import tiny_checkpoints as tc
+    made, blobs, snapshot = tmp_path / "made", tmp_path / "blobs", tmp_path / "snapshots" / "abc"
+    tc.build("gpt2", made, seed=3)
+    blobs.mkdir()
+    snapshot.mkdir(parents=True)
+    for name in ("config.json", "tokenizer.json", "model.safetensors"):
+        (made / name).rename(blobs / name.replace(".", "_"))
+        os.symlink(os.path.join("..", "..", "blobs", name.replace(".", "_")), snapshot / name)
+    before = {p.name: p.read_bytes() for p in blobs.iterdir()}
+    for fmt in ("json", "md", "npz"):
+        refused(capsys, ["export", "--model", str(snapshot), "--text", tc.TEXT, "-o", str(blobs / "config_json"),
+                         "--format", fmt], "config_json", "config.json", "an input of this run")
+    assert {p.name: p.read_bytes() for p in blobs.iterdir()} == before

@@ -1,6 +1,7 @@
 """Issue 25, items 12–14: numbers too large to mean what they say are refused naming the key and
 the largest value accepted (never a MemoryError or numba's SystemError), and markup in a title or
 a token is escaped in the md worksheet as in the SVG."""
+import numpy as np
 import pytest
 
 import tracer
@@ -58,3 +59,12 @@ def test_markup_in_a_title_token_or_lesson_is_escaped_in_md(tmp_path, capsys):
     assert "<script" not in text and "<img" not in text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text and "&lt;img src=x onerror=alert(1)&gt;" in text
     assert "&amp; more" in text
+
+
+@pytest.mark.parametrize("offset", [np.uint64(2**64 - 1), np.int64(2**63 - 1), np.uint64(2**53)])
+def test_a_numpy_offset_cannot_wrap_past_the_check(offset):
+    """offset + n − 1 in NumPy's integers wraps around (2^64 − 1 + 1 is 0): compared as a Python int."""
+    arrays = dict(x=[[1.0, 0.0], [0.0, 1.0]], q=[[1.0, 0.0], [0.0, 1.0]], k=[[1.0, 0.0], [0.0, 1.0]],
+                  v=[[1.0], [2.0]])
+    with pytest.raises(tracer.ScenarioError, match=r"rope.offset: expected at most 9007199254740991 for 2 tokens"):
+        tracer.from_arrays(**arrays, rope=dict(base=10000.0, style="half", offset=offset))

@@ -38,6 +38,10 @@ def refuse_an_input(path, scenario) -> None:
     if folder and _inside(target, Path(folder)):
         raise ScenarioError("-o", f"{target} is inside the checkpoint folder {folder}, an input of this run; "
                             "expected a path outside it")
+    for entry in _entries(folder):   # the Hugging Face cache: each file a link into blobs/, outside the folder
+        if _same(target, entry):
+            raise ScenarioError("-o", f"{target} is {entry} (a link of the checkpoint folder to it), an input of "
+                                "this run; expected another path, so that the input is kept")
 
 
 def _same(a: Path, b: Path) -> bool:
@@ -45,6 +49,15 @@ def _same(a: Path, b: Path) -> bool:
         if a.exists() and b.exists():
             return os.path.samefile(a, b)
     return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _entries(folder) -> list[Path]:
+    if not folder:
+        return []
+    with contextlib.suppress(OSError):
+        with os.scandir(folder) as found:
+            return [Path(e.path) for e in found]
+    return []
 
 
 def _inside(target: Path, folder: Path) -> bool:

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import ScenarioError
 from .config import Config
-from .weights import Tensors
+from .weights import DTYPES, Tensors
 
 
 @dataclass
@@ -88,10 +88,21 @@ def check_shapes(tensors: Tensors, cfg: Config, want: dict) -> None:
         module = name[: -len(".bias")].rsplit(".", 1)[-1] if name.endswith(".bias") else None
         if fam.biases == "saved" and module is not None and module not in norms and name not in tensors:
             continue
-        got = tensors.shape(name)
+        got, dtype = tensors.shape(name), tensors.dtype(name)
+        if dtype not in DTYPES:
+            raise ScenarioError(name, f"has dtype {dtype}; expected float64, float32, float16 or bfloat16 weights",
+                                tensors.where(name))
         if got != shape:
             raise ScenarioError(name, f"has shape {_shape(got)}; expected {_shape(shape)}, as config.json's sizes "
-                                "give", str(tensors.folder))
+                                "give", tensors.where(name))
+
+
+def check_all(tensors: Tensors, cfg: Config, layer: int) -> None:
+    """Every tensor the layer needs (blocks 0 … layer) against config.json, before any
+    arithmetic: a broken block is named at once, not after the blocks before it have run."""
+    pre = prefix(tensors, cfg)
+    for i in range(layer + 1):
+        check_shapes(tensors, cfg, shapes(cfg, pre, i, i < layer))
 
 
 def _shape(shape: tuple) -> str:
@@ -106,13 +117,13 @@ def embed(tensors: Tensors, cfg: Config, ids: list[int]) -> np.ndarray:
     table = tensors.shape(name)
     if len(table) != 2 or table[1] != cfg.d_model or table[0] < 1:
         raise ScenarioError(name, f"has shape {_shape(table)}; expected (vocabulary, {cfg.d_model}), as "
-                            "config.json's sizes give", str(tensors.folder))
+                            "config.json's sizes give", tensors.where(name))
     if fam.positions_table:
         places = tensors.shape(pre + fam.positions_table + ".weight")
         if len(places) != 2 or places[1] != cfg.d_model or places[0] < len(ids):
             raise ScenarioError(pre + fam.positions_table + ".weight", f"has shape {_shape(places)}; expected "
                                 f"({len(ids)} or more positions, {cfg.d_model}) for the text's {len(ids)} tokens",
-                                str(tensors.folder))
+                                tensors.where(pre + fam.positions_table + ".weight"))
     if max(ids) >= table[0]:
         raise ScenarioError("tokenizer.json", f"gives token id {max(ids)}; expected ids below the model's "
                             f"vocabulary of {table[0]}", str(tensors.folder))

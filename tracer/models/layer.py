@@ -8,11 +8,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import memory
+from ..alibi import alibi_slopes
 from ..checks import kind, unknown
 from ..errors import ScenarioError
-from .blocks import block, embed, embed_norm
-from .config import read_config
-from ..alibi import alibi_slopes
+from .blocks import block, check_all, embed, embed_norm
+from .config import Config, read_config
 from .forward import norm, run_block
 from .hub import find_checkpoint
 from .tokens import encode
@@ -34,9 +35,8 @@ def layer_arrays(path, text: str, layer: int, *, base: Path | None = None) -> di
                             f"{cfg.layers}), got {kind(layer)}")
     ids, pieces = encode(folder, text, cfg.positions)
     tensors = Tensors(folder)
-    x = norm(embed(tensors, cfg, ids), embed_norm(tensors, cfg))
-    for i in range(layer):
-        x = run_block(x, block(tensors, cfg, i), cfg, i)
+    check_all(tensors, cfg, layer)
+    x = _stream(tensors, cfg, ids, layer)
     blk = block(tensors, cfg, layer, mlp=False)
     label = Path(os.fspath(path)).name or folder.name
     grouped = f", {cfg.groups} key/value groups" if cfg.groups < cfg.heads else ""
@@ -76,6 +76,25 @@ def mechanisms(blk, cfg, layer: int) -> dict:
         out["defaults"] = {"scale": cfg.scale}
     always = ("bq", "bk", "bv", "bo", "rope", "norm_in")
     return {key: value for key, value in out.items() if value is not None or key in always}
+
+
+def _stream(tensors: Tensors, cfg: Config, ids: list[int], layer: int) -> np.ndarray:
+    """The residual stream entering `layer`: the embeddings through blocks 0 … layer − 1, its
+    working memory checked first and each block's output checked finite (quietly: the error, not
+    NumPy's warnings, says where the numbers left float64's range)."""
+    n = len(ids)
+    need = 8 * (3 * cfg.heads * n * n + n * (4 * cfg.d_model + 3 * cfg.inner))   # scores, weights, mask; MLP
+    if layer and not memory.fits(need):
+        blocks = "block 0" if layer == 1 else f"blocks 0 to {layer - 1}"
+        raise ScenarioError("model.text", f"gives {n} tokens; running {blocks} on them {memory.shortfall(need)}")
+    x = norm(embed(tensors, cfg, ids), embed_norm(tensors, cfg))
+    for i in range(layer):   # one block read at a time, let go once applied
+        with np.errstate(all="ignore"):
+            x = run_block(x, block(tensors, cfg, i), cfg, i)
+        if not np.isfinite(x).all():
+            raise ScenarioError(f"block {i}", "leaves float64's range (the residual stream after it holds inf or "
+                                "NaN); expected weights whose outputs stay finite", str(tensors.folder))
+    return x
 
 
 def keep_heads(arrays: dict, heads) -> dict:

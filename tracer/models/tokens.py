@@ -50,12 +50,8 @@ def encode(folder: Path, text, positions: int) -> tuple[list[int], list[str]]:
     tokenizers = require("tokenizers")
     raw = read_bounded(folder / TOKENIZER, TOKENIZER_BYTES, TOKENIZER,
                        "the checkpoint's tokenizer (tokenizer.json)", str(folder))
-    try:
-        tokenizer = tokenizers.Tokenizer.from_str(raw.decode("utf-8"))
-    except Exception as err:  # the Rust side raises plain Exceptions for a bad file
-        raise ScenarioError(TOKENIZER, f"cannot be read ({str(err).splitlines()[0][:200]}); expected a "
-                            "tokenizer saved by the tokenizers library", str(folder)) from None
-    encoding = tokenizer.encode(text)
+    tokenizer = _tokenizer_says(lambda: tokenizers.Tokenizer.from_str(raw.decode("utf-8")), "cannot be read", folder)
+    encoding = _tokenizer_says(lambda: tokenizer.encode(text), "fails on the text", folder)
     ids = list(encoding.ids)
     if not ids:
         raise ScenarioError("model.text", "expected text that gives at least one token, got none")
@@ -64,3 +60,17 @@ def encode(folder: Path, text, positions: int) -> tuple[list[int], list[str]]:
                             "model's positions")
     byte_level = isinstance(tokenizer.decoder, tokenizers.decoders.ByteLevel)
     return ids, [piece(t, byte_level) for t in encoding.tokens]
+
+
+def _tokenizer_says(call, failure: str, folder: Path):
+    """call(), a failure of the tokenizer's named as tokenizer.json's: the Rust side raises plain
+    Exceptions for a bad file, and panics (a BaseException) when a pattern of the file runs past
+    the regex engine's backtracking limit."""
+    try:
+        return call()
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as err:
+        what = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+        raise ScenarioError(TOKENIZER, f"{failure} ({what}); expected a tokenizer saved by the tokenizers library",
+                            str(folder)) from None

@@ -3,12 +3,14 @@ from model.safetensors or the shards its index names; bfloat16 straight from the
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 from pathlib import Path
 
 import numpy as np
 
+from .. import memory
 from ..errors import ScenarioError
 from ..readfile import regular
 from .packages import require
@@ -17,6 +19,8 @@ INDEX = "model.safetensors.index.json"
 INDEX_BYTES = 64 * 2**20               # an index is megabytes
 SINGLE = "model.safetensors"
 NUMPY_DTYPES = ("F64", "F32", "F16")   # what safetensors hands to NumPy itself; BF16 is read here
+DTYPES = NUMPY_DTYPES + ("BF16",)
+ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 4}   # bytes a cell takes before float64 (BF16: widened)
 
 
 class Tensors:
@@ -26,7 +30,7 @@ class Tensors:
 
     def __init__(self, folder: Path):
         self._open = require("safetensors").safe_open
-        self.folder, self._where, self._shapes = folder, {}, {}
+        self.folder, self._where, self._shapes, self._dtypes = folder, {}, {}, {}
         index = folder / INDEX
         if os.path.lexists(index):
             files = sorted(set(_weight_map(index).values()))
@@ -40,13 +44,13 @@ class Tensors:
             try:
                 with self._open(str(folder / name), framework="numpy") as handle:
                     for key in handle.keys():
+                        part = handle.get_slice(key)
                         self._where[key] = name
-                        self._shapes[key] = tuple(handle.get_slice(key).get_shape())
+                        self._shapes[key], self._dtypes[key] = tuple(part.get_shape()), part.get_dtype()
             except FileNotFoundError:
                 raise ScenarioError(name, "is missing; expected the shard that the index names", str(folder)) from None
-            except Exception as err:  # SafetensorError: a truncated or corrupt file
-                raise ScenarioError(name, f"is not a readable safetensors file ({err}); expected the "
-                                    "complete file (a download may have been cut short)", str(folder)) from None
+            except Exception as err:  # SafetensorError: a truncated or corrupt file, or one too large to map
+                raise _unreadable(folder / name, err) from None
 
     def __contains__(self, name: str) -> bool:
         return name in self._where
@@ -59,24 +63,36 @@ class Tensors:
         self._file(name)
         return self._shapes[name]
 
+    def dtype(self, name: str) -> str:
+        self._file(name)
+        return self._dtypes[name]
+
+    def where(self, name: str) -> str:
+        """The file that holds tensor `name`, for messages."""
+        return str(self._file(name))
+
     def __getitem__(self, name: str) -> np.ndarray:
         return self.rows(name, None)
 
     def rows(self, name: str, ids) -> np.ndarray:
         """Rows `ids` of tensor `name` (all of it when ids is None), as float64; only those rows
-        are read from the file (an embedding matrix is never loaded whole)."""
-        path = self._file(name)
+        are read from the file (an embedding matrix is never loaded whole). Its size is checked
+        against the memory left before, its values (all finite) after."""
+        path, shape, dtype = self._file(name), self._shapes[name], self._dtypes[name]
+        if dtype not in DTYPES:
+            raise ScenarioError(name, f"has dtype {dtype}; expected float64, float32, float16 or bfloat16 weights",
+                                str(path))
+        cells = (len(ids) if ids is not None else shape[0] if shape else 1) * math.prod(shape[1:])
+        need = cells * (8 + ITEMSIZE[dtype])   # the file's numbers, then their float64 copy
+        if not memory.fits(need):
+            raise ScenarioError(name, f"has shape {shape}: reading it {memory.shortfall(need)}", str(path))
+        if dtype == "BF16":
+            raw = self._bf16(path, name)
+            return _finite(name, _widen_bf16(raw if ids is None else raw[np.asarray(ids)]), path, ids)
         with self._open(str(path), framework="numpy") as handle:
             part = handle.get_slice(name)
-            dtype = part.get_dtype()
-            if dtype in NUMPY_DTYPES:
-                if ids is None:
-                    return part[:].astype(np.float64)
-                return np.concatenate([part[i:i + 1] for i in ids]).astype(np.float64)
-        if dtype != "BF16":
-            raise ScenarioError(name, f"has dtype {dtype}; expected float32, float16 or bfloat16 weights", str(path))
-        raw = self._bf16(path, name)
-        return _widen_bf16(raw if ids is None else raw[np.asarray(ids)])
+            out = (part[:] if ids is None else np.concatenate([part[i:i + 1] for i in ids])).astype(np.float64)
+        return _finite(name, out, path, ids)
 
     def _file(self, name: str) -> Path:
         if name not in self._where:
@@ -91,6 +107,31 @@ class Tensors:
             size = struct.unpack("<Q", f.read(8))[0]
             start, _ = json.loads(f.read(size))[name]["data_offsets"]
         return np.memmap(path, dtype="<u2", mode="r", offset=8 + size + start, shape=self._shapes[name])
+
+
+def _finite(name: str, a: np.ndarray, path: Path, ids=None) -> np.ndarray:
+    """The tensor (rows `ids` of it), refused by name when it holds an inf or a NaN (a corrupt or
+    diverged file): it would surface later as a bad value of x, far from its cause."""
+    bad = ~np.isfinite(a)
+    if bad.any():
+        at = [int(i) for i in np.unravel_index(int(np.argmax(bad)), a.shape)]
+        value = a[tuple(at)]
+        if ids is not None:   # the row of the tensor, not of the rows read
+            at[0] = list(ids)[at[0]]
+        raise ScenarioError(name, f"holds {value} at {at}; expected finite weights (the file "
+                            "may be corrupt)", str(path))
+    return a
+
+
+def _unreadable(path: Path, err: Exception) -> ScenarioError:
+    """A safetensors file that cannot be opened: too large to map under this process's limits, or
+    truncated or corrupt."""
+    if "os error 12" in str(err):   # ENOMEM: mmap refused the whole file
+        size = path.stat().st_size
+        return ScenarioError(path.name, f"cannot be mapped into memory ({memory.shortfall(size)}); expected a "
+                             "process allowed to map the whole file", str(path.parent))
+    return ScenarioError(path.name, f"is not a readable safetensors file ({err}); expected the complete file (a "
+                         "download may have been cut short)", str(path.parent))
 
 
 def _widen_bf16(words: np.ndarray) -> np.ndarray:

@@ -57,6 +57,7 @@ def rope(value, d_k: int, n: int = 1) -> dict | None:
     offset = value.get("offset", 0)
     if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
         raise ScenarioError("rope.offset", f"expected a whole number ≥ 0 (the first token's position), got {kind(offset)}")
+    offset = int(offset)   # a NumPy integer would wrap around in the sum below
     if offset + n - 1 > EXACT:   # the angles are position × frequency in float64
         raise ScenarioError("rope.offset", f"expected at most {EXACT - n + 1} for {n} tokens (positions beyond 2^53 "
                             f"can no longer be told apart in float64), got {offset}")
