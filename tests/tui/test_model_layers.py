@@ -51,3 +51,26 @@ async def test_the_top_bar_and_the_overview_name_each_layers_kind(checkpoint):
         await pilot.press("full_stop")
         await settle(pilot)
         assert "layer 2 of 3: global, rope" in title()
+
+
+@pytest.mark.parametrize("family,layer", [("gemma2", 0), ("olmo2", 1), ("bloom", 2), ("yarn", 1), ("falcon_new", 2)])
+@pilot_test
+async def test_a_checkpoint_layer_of_each_mechanism_steps_through_and_explains(checkpoint, family, layer):
+    """Every step of the layer (its mechanism's steps among them) shown and explained, and the
+    arithmetic swapped live, without an error."""
+    import tiny_checkpoints as tc
+    from tui.widgets.step_info import StepInfo
+    from tui_helpers import go_to, status_text
+    folder, _ = checkpoint(family)
+    async with opened(tracer.from_model(folder, tc.TEXT, layer), size=(140, 40)) as (app, pilot):
+        ids = [s.id for s in app.screen.trace.steps]
+        mechanism = {"gemma2": "h0.capped", "olmo2": "h0.q_norm", "bloom": "h0.biased", "yarn": "freqs",
+                     "falcon_new": "kv1.k_rot"}[family]
+        assert mechanism in ids
+        for sid in ids:
+            await go_to(pilot, sid)
+            assert "error" not in status_text(app), (sid, status_text(app))
+            assert str(app.screen.query_one(StepInfo).render()).strip()
+        await pilot.press("a")
+        await settle(pilot)
+        assert app.screen.trace is not None and "error" not in status_text(app)
