@@ -41,14 +41,34 @@ def layer_arrays(path, text: str, layer: int, *, base: Path | None = None) -> di
     label = Path(os.fspath(path)).name or folder.name
     grouped = f", {cfg.groups} key/value groups" if cfg.groups < cfg.heads else ""
     shape = cfg.kinds[layer].label(cfg.family.position)
+    arrays = mechanisms(blk, cfg, layer)
     return dict(
-        x=x, tokens=pieces, **mechanisms(blk, cfg, layer),
+        x=x, tokens=pieces, **arrays,
         name=f"{label}_layer{layer}",
         title=f"{label}, layer {layer} ({shape}): {len(ids)} tokens, d_model {cfg.d_model}, {cfg.heads} heads "
               f"of {cfg.head_dim}{grouped}",
         description=f"Layer {layer} of {cfg.layers} of the {cfg.model_type} checkpoint {os.fspath(path)!r} "
                     f"on the text {text!r}. x is the residual stream entering the layer, computed by "
-                    "running the earlier blocks; norm_in is the layer's own pre-attention norm.")
+                    f"running the earlier blocks{_features(arrays, shape)}")
+
+
+def _features(arrays: dict, shape: str) -> str:
+    """What sets this layer apart, in the words of its steps, for the scenario's description."""
+    said = [f"; this layer is {shape}"]
+    if arrays.get("norm_in") is not None:
+        said.append("norm_in is its own pre-attention norm")
+    if "q_norm" in arrays:
+        said.append("q_norm and k_norm RMS-normalise " + ("each head's q and k" if arrays["qk_norm_scope"] == "head"
+                                                          else "q and k over all heads together"))
+    if "defaults" in arrays:
+        said.append(f"its scores are divided by {arrays['defaults']['scale']:g} rather than √d_k")
+    if "softcap" in arrays:
+        said.append(f"capped is {arrays['softcap']:g}·tanh(scaled ÷ {arrays['softcap']:g})")
+    if "alibi" in arrays:
+        said.append("biased subtracts each head's ALiBi slope times the distance to the key")
+    if "out_norm" in arrays:
+        said.append("out_norm normalises the output before the residual adds it")
+    return "; ".join(said) + "."
 
 
 def mechanisms(blk, cfg, layer: int) -> dict:
