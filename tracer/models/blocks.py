@@ -14,9 +14,10 @@ from .weights import DTYPES, Tensors
 
 @dataclass
 class Block:
-    """One transformer block. q is heads × d_model × head_dim, k and v groups × d_model × head_dim,
-    o (heads·head_dim) × d_model; biases are per head (or group) vectors, or None. A norm is
-    {"kind": "layer" | "rms", "gain", "bias", "eps"} or None where the family has none."""
+    """One transformer block, rows orientation: q is d_model × (heads·head_dim), head h's columns
+    h·head_dim … (h+1)·head_dim; k and v d_model × (groups·head_dim); o (heads·head_dim) × d_model;
+    biases are vectors of those widths, or None. A norm is {"kind": "layer" | "rms", "gain",
+    "bias", "eps"} or None where the family has none."""
     norm_in: dict | None
     q: np.ndarray
     k: np.ndarray
@@ -26,7 +27,7 @@ class Block:
     bk: np.ndarray | None
     bv: np.ndarray | None
     bo: np.ndarray | None
-    q_norm: np.ndarray | None = None     # QK-norm gains: heads × head_dim (k_norm: groups × head_dim)
+    q_norm: np.ndarray | None = None     # QK-norm gains: head_dim, or heads·head_dim for OLMo 2's
     k_norm: np.ndarray | None = None
     out_norm: dict | None = None         # a norm of the attention's output before the residual
     norm_mlp: dict | None = None
@@ -159,9 +160,8 @@ def block(tensors: Tensors, cfg: Config, layer: int, mlp: bool = True) -> Block:
     else:
         (wq, bq), (wk, bk), (wv, bv) = linear(a + fam.q), linear(a + fam.k), linear(a + fam.v)
     wo, bo = linear(a + fam.o)
-    out = Block(norm_in=norm(fam.attn_in), q=_heads(wq, cfg.heads), k=_heads(wk, cfg.groups),
-                v=_heads(wv, cfg.groups), o=wo, bq=_split(bq, cfg.heads), bk=_split(bk, cfg.groups),
-                bv=_split(bv, cfg.groups), bo=bo, out_norm=norm(fam.attn_out))
+    out = Block(norm_in=norm(fam.attn_in), q=wq, k=wk, v=wv, o=wo, bq=bq, bk=bk, bv=bv, bo=bo,
+                out_norm=norm(fam.attn_out))
     if fam.qk_norm:
         out.q_norm, out.k_norm = (tensors[a + f"{x}_norm.weight"] + fam.gain_offset for x in "qk")
     if mlp:
@@ -194,16 +194,6 @@ def _qkv_columns(cfg: Config) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _columns(w: np.ndarray, b: np.ndarray | None, cols: np.ndarray):
     return np.ascontiguousarray(w[:, cols]), (None if b is None else b[cols])
-
-
-def _heads(w: np.ndarray, count: int) -> np.ndarray:
-    """d_model × (count·head_dim) → count × d_model × head_dim (head h's columns h·hd … (h+1)·hd)."""
-    d, width = w.shape
-    return np.ascontiguousarray(w.reshape(d, count, width // count).transpose(1, 0, 2))
-
-
-def _split(b: np.ndarray | None, count: int) -> np.ndarray | None:
-    return None if b is None else b.reshape(count, -1)
 
 
 def _mlp(tensors: Tensors, cfg: Config, m: str) -> dict:

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import rope
 from ..alibi import alibi_slopes
+from ..kernels.blas import one_thread
 from .blocks import Block
 from .config import Config, Kind
 
@@ -55,28 +56,41 @@ def mask(n: int, window: int | None) -> np.ndarray:
 
 def attention(h: np.ndarray, blk: Block, cfg: Config, kind: Kind) -> np.ndarray:
     """Multi-head attention of the normed stream h (n × d_model), through W_O and its bias."""
-    fam = cfg.family
-    q, k, v = h @ blk.q, h @ blk.k, h @ blk.v          # heads (or groups) × n × head_dim
-    q, k, v = (m if b is None else m + b[:, None] for m, b in ((q, blk.bq), (k, blk.bk), (v, blk.bv)))
+    q, k, v = _heads(h, blk, cfg, kind)
+    share = q.shape[0] // k.shape[0]                  # query head h reads group h // share
+    with one_thread():   # many small products per head: one BLAS thread each beats two that wait
+        w = weights(q, np.repeat(k, share, axis=0), cfg, kind)
+        z = (w @ np.repeat(v, share, axis=0)).transpose(1, 0, 2).reshape(h.shape[0], -1)   # heads side by side
+    out = z @ blk.o
+    return out if blk.bo is None else out + blk.bo
+
+
+def _heads(h: np.ndarray, blk: Block, cfg: Config, kind: Kind) -> tuple:
+    """q, k and v, heads (or groups) × n × head_dim: one product each for every head, then
+    QK-norm and the rotation where the layer has them."""
+    def split(w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+        m = h @ w if b is None else h @ w + b
+        return m.reshape(h.shape[0], -1, cfg.head_dim).transpose(1, 0, 2)
+    q, k, v = split(blk.q, blk.bq), split(blk.k, blk.bk), split(blk.v, blk.bv)
     if blk.q_norm is not None:
-        q, k = (qk_norm(m, g, cfg.eps, fam.qk_norm) for m, g in ((q, blk.q_norm), (k, blk.k_norm)))
+        q, k = (qk_norm(m, g, cfg.eps, cfg.family.qk_norm) for m, g in ((q, blk.q_norm), (k, blk.k_norm)))
     if kind.rope is not None:
         q, k = rotate(q, kind.rope), rotate(k, kind.rope)
-    share = q.shape[0] // k.shape[0]                  # query head h reads group h // share
-    k, v = np.repeat(k, share, axis=0), np.repeat(v, share, axis=0)
-    s = q @ k.transpose(0, 2, 1) / (cfg.scale or math.sqrt(q.shape[-1]))
+    return q, k, v
+
+
+def weights(q: np.ndarray, k: np.ndarray, cfg: Config, kind: Kind) -> np.ndarray:
+    """Each head's attention weights: scaled scores, soft-capped, ALiBi's penalty, the mask, softmax."""
+    n, position = q.shape[1], cfg.family.position
+    s = np.einsum("hid,hjd->hij", q, k, optimize=True) / (cfg.scale or math.sqrt(q.shape[-1]))
     if cfg.softcap is not None:
         s = cfg.softcap * np.tanh(s / cfg.softcap)
-    n = h.shape[0]
-    if fam.position.startswith("alibi"):
-        slopes = alibi_slopes(q.shape[0]) / (math.sqrt(q.shape[-1]) if fam.position == "alibi_unscaled" else 1.0)
+    if position.startswith("alibi"):
+        slopes = alibi_slopes(q.shape[0]) / (math.sqrt(q.shape[-1]) if position == "alibi_unscaled" else 1.0)
         s = s - slopes[:, None, None] * (np.arange(n)[:, None] - np.arange(n)[None, :])
     s[:, mask(n, kind.window)] = -np.inf
     w = np.exp(s - s.max(axis=-1, keepdims=True))
-    w /= w.sum(axis=-1, keepdims=True)
-    z = (w @ v).transpose(1, 0, 2).reshape(n, -1)     # n × (heads·head_dim), heads side by side
-    out = z @ blk.o
-    return out if blk.bo is None else out + blk.bo
+    return w / w.sum(axis=-1, keepdims=True)
 
 
 def mlp(h: np.ndarray, blk: Block, activation: str) -> np.ndarray:

@@ -76,9 +76,16 @@ def mechanisms(blk, cfg, layer: int) -> dict:
     the projections, QK-norm, rotary positions (scaled, or none), soft-capping, ALiBi, the window,
     the scores' scale, the norm of the output; a key is left out where the layer has no such thing."""
     kind_ = cfg.kinds[layer]
-    listed = lambda a: None if a is None else list(a)  # noqa: E731
-    out = dict(q=list(blk.q), k=list(blk.k), v=list(blk.v), o=blk.o, bq=listed(blk.bq), bk=listed(blk.bk),
-               bv=listed(blk.bv), bo=blk.bo, norm_in=blk.norm_in, residual=dict(norm="none"), layout="rows",
+    def split(w: np.ndarray | None, count: int) -> list | None:
+        """d × (count·head_dim) → count matrices d × head_dim (a bias: count vectors)."""
+        if w is None:
+            return None
+        if w.ndim == 1:
+            return list(w.reshape(count, -1))
+        return list(np.ascontiguousarray(w.reshape(w.shape[0], count, -1).transpose(1, 0, 2)))
+    h, g = cfg.heads, cfg.groups
+    out = dict(q=split(blk.q, h), k=split(blk.k, g), v=split(blk.v, g), o=blk.o, bq=split(blk.bq, h),
+               bk=split(blk.bk, g), bv=split(blk.bv, g), bo=blk.bo, norm_in=blk.norm_in, residual=dict(norm="none"), layout="rows",
                rope=kind_.rope, mask="causal" if kind_.window is None else f"sliding:{kind_.window}")
     if blk.q_norm is not None:
         each = cfg.family.qk_norm == "head"
@@ -108,12 +115,13 @@ def _stream(tensors: Tensors, cfg: Config, ids: list[int], layer: int) -> np.nda
         blocks = "block 0" if layer == 1 else f"blocks 0 to {layer - 1}"
         raise ScenarioError("model.text", f"gives {n} tokens; running {blocks} on them {memory.shortfall(need)}")
     x = norm(embed(tensors, cfg, ids), embed_norm(tensors, cfg))
-    for i in range(layer):   # one block read at a time, let go once applied
-        with np.errstate(all="ignore"):
-            x = run_block(x, block(tensors, cfg, i), cfg, i)
-        if not np.isfinite(x).all():
-            raise ScenarioError(f"block {i}", "leaves float64's range (the residual stream after it holds inf or "
-                                "NaN); expected weights whose outputs stay finite", str(tensors.folder))
+    with tensors.reusing():  # one block read at a time into the same buffers, let go once applied
+        for i in range(layer):
+            with np.errstate(all="ignore"):
+                x = run_block(x, block(tensors, cfg, i), cfg, i)
+            if not np.isfinite(x).all():
+                raise ScenarioError(f"block {i}", "leaves float64's range (the residual stream after it holds inf "
+                                    "or NaN); expected weights whose outputs stay finite", str(tensors.folder))
     return x
 
 
