@@ -26,11 +26,14 @@ class Kind:
     rope: dict | None
 
     def label(self, position: str = "rotary") -> str:
-        """"global, rope", "sliding 4096, rope", "global, NoPE", "global, ALiBi"…"""
+        """"global, rope", "sliding 4096, rope", "global, NoPE", "global, ALiBi"…; nothing for a
+        layer whose family has one kind only (GPT-2's: learned positions, every key)."""
         where = "global" if self.window is None else f"sliding {self.window}"
         if position == "rotary":
             return f"{where}, {label(self.rope)}"
-        return where if position == "learned" else f"{where}, ALiBi"
+        if position == "learned":
+            return "" if self.window is None else where
+        return f"{where}, ALiBi"
 
 
 @dataclass(frozen=True)

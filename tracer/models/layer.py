@@ -45,7 +45,7 @@ def layer_arrays(path, text: str, layer: int, *, base: Path | None = None) -> di
     return dict(
         x=x, tokens=pieces, **arrays,
         name=f"{label}_layer{layer}",
-        title=f"{label}, layer {layer} ({shape}): {len(ids)} tokens, d_model {cfg.d_model}, {cfg.heads} heads "
+        title=f"{label}, layer {layer}{f' ({shape})' if shape else ''}: {len(ids)} tokens, d_model {cfg.d_model}, {cfg.heads} heads "
               f"of {cfg.head_dim}{grouped}",
         description=f"Layer {layer} of {cfg.layers} of the {cfg.model_type} checkpoint {os.fspath(path)!r} "
                     f"on the text {text!r}. x is the residual stream entering the layer, computed by "
@@ -54,7 +54,7 @@ def layer_arrays(path, text: str, layer: int, *, base: Path | None = None) -> di
 
 def _features(arrays: dict, shape: str) -> str:
     """What sets this layer apart, in the words of its steps, for the scenario's description."""
-    said = [f"; this layer is {shape}"]
+    said = [f"; this layer is {shape}"] if shape else [""]
     if arrays.get("norm_in") is not None:
         said.append("norm_in is its own pre-attention norm")
     if "q_norm" in arrays:
