@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import choice, kind, labels, matrix, number, suggest, unknown
+from ..checks import choice, kind, labels, matrix, number, quoted, suggest, unknown
 from ..errors import ScenarioError
 
 from ..rope import SCALINGS
@@ -20,15 +20,16 @@ ROPE_KEYS = ("base", "style", "offset", "dims", "scaling", *ALL_SCALING_KEYS)
 NORM_KEYS = ("kind", "gain", "bias", "eps")
 
 
-def vectors(value, name: str, count: int, width: int) -> np.ndarray:
-    """One bias vector for all `count` heads, or a list of one per head: count × width."""
+def vectors(value, name: str, count: int, width: int, size: str = "") -> np.ndarray:
+    """One bias vector for all `count` heads, or a list of one per head: count × width (`size`:
+    the width's name, for the message)."""
     if isinstance(value, np.ndarray) and value.ndim == 1:
         value = value[None, :]
     if isinstance(value, (list, tuple)) and value and not isinstance(value[0], (list, tuple, np.ndarray)):
         value = [value]
     rows = matrix(value, name)
     if rows.shape[1] != width:
-        raise ScenarioError(name, f"expected vectors of {width} numbers, got {rows.shape[1]}")
+        raise ScenarioError(name, f"expected vectors of {width} numbers{f' ({size})' if size else ''}, got {rows.shape[1]}")
     if rows.shape[0] == 1:
         return np.repeat(rows, count, axis=0)
     if rows.shape[0] != count:
@@ -48,8 +49,8 @@ def rope(value, d_k: int, n: int = 1) -> dict | None:
     if "scaling" not in value or value["scaling"] is None:
         for key in ALL_SCALING_KEYS:
             if key in value:
-                raise ScenarioError(f"rope.{key}", f"expected only with scaling = {' | '.join(map(repr, SCALINGS))} "
-                                    "(a key of the frequencies' scaling)")
+                raise ScenarioError(f"rope.{key}", f"expected only with scaling = {quoted(SCALINGS)} (a key of "
+                                    "the frequencies' scaling)")
     base = number(value.get("base", 10000.0), "rope.base")
     if base <= 1:
         raise ScenarioError("rope.base", f"expected a number > 1, got {kind(value.get('base'))}")
@@ -89,17 +90,17 @@ def scaling(rope: dict) -> dict | None:
     else:
         table, where, kind_, field = rope, "rope.", value, "rope.scaling"
     if not isinstance(kind_, str) or kind_ not in SCALINGS:
-        raise ScenarioError(field, f"expected {' or '.join(map(repr, SCALINGS))} (how the rotary frequencies are "
+        raise ScenarioError(field, f"expected {quoted(SCALINGS)} (how the rotary frequencies are "
                             f"scaled for long contexts), got {kind(kind_)}{suggest(kind_, SCALINGS)}")
     required, optional = SCALING_KEYS[kind_]
     out = {"type": kind_}
     for key in ALL_SCALING_KEYS:
         if key in table and key not in required and key not in optional:
-            raise ScenarioError(where + key, f"expected no {key} with scaling {kind_!r} (its keys: "
+            raise ScenarioError(where + key, f"expected no {key} with scaling \"{kind_}\" (its keys: "
                                 f"{', '.join((*required, *optional))})")
     for key in required:
         if table.get(key) is None:
-            raise ScenarioError(where + key, f"missing; scaling {kind_!r} needs {', '.join(required)}")
+            raise ScenarioError(where + key, f"missing; scaling \"{kind_}\" needs {', '.join(required)}")
         out[key] = _positive(table[key], where + key)
     for key, default in optional.items():
         got = table.get(key, default)
