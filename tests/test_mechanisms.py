@@ -4,110 +4,12 @@ by linear, llama3 and yarn (with its attention factor) and partial rotary, soft-
 streaming mask and a norm of the output; both layouts, float64 and float32, the stage and the fused paths."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
 import tracer
-
-
-# ---------------------------------------------------------------- the reference, from the formulas
-
-def rms(a, gain, eps):
-    """Each row of a divided by its root mean square, times the gain."""
-    return a / np.sqrt((a * a).mean(axis=-1, keepdims=True) + eps) * gain
-
-
-def frequencies(d, base, scaling):
-    """θ_i = base^(−2i/d), then scaled (Llama 3's wavelength bands; YaRN's ramp over the pairs
-    that turn between beta_slow and beta_fast times in the original context)."""
-    theta = base ** (-np.arange(0, d, 2) / d)
-    if scaling is None:
-        return theta
-    f = scaling["factor"]
-    if scaling["type"] == "linear":
-        return theta / f
-    L = scaling["original_max_position_embeddings"]
-    wavelength = 2 * np.pi / theta
-    if scaling["type"] == "llama3":
-        lo, hi = scaling["low_freq_factor"], scaling["high_freq_factor"]
-        smooth = (L / wavelength - lo) / (hi - lo)
-        mid = (1 - smooth) * theta / f + smooth * theta
-        return np.where(wavelength < L / hi, theta, np.where(wavelength > L / lo, theta / f, mid))
-    dim = lambda r: d * math.log(L / (r * 2 * math.pi)) / (2 * math.log(base))  # noqa: E731
-    lo, hi = max(math.floor(dim(scaling.get("beta_fast", 32))), 0), min(math.ceil(dim(scaling.get("beta_slow", 1))), d - 1)
-    ramp = np.clip((np.arange(d // 2) - lo) / ((hi - lo) or 0.001), 0, 1)
-    return theta / f * ramp + theta * (1 - ramp)
-
-
-def rotate(a, rope):
-    """Rotary positions with partial dims and yarn's factor on cos and sin."""
-    n, d_k = a.shape
-    d = rope.get("dims") or d_k
-    s = rope.get("scaling")
-    factor = (s.get("attention_factor", 0.1 * math.log(s["factor"]) + 1) if s and s["type"] == "yarn" else 1.0)
-    angle = np.outer(rope.get("offset", 0) + np.arange(n), frequencies(d, rope["base"], s))
-    cos, sin = np.cos(angle) * factor, np.sin(angle) * factor
-    out = a.copy()
-    for i in range(d // 2):
-        j, k = (i, i + d // 2) if rope["style"] == "half" else (2 * i, 2 * i + 1)
-        out[:, j] = a[:, j] * cos[:, i] - a[:, k] * sin[:, i]
-        out[:, k] = a[:, j] * sin[:, i] + a[:, k] * cos[:, i]
-    return out
-
-
-def allowed(mask, n):
-    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
-    if mask == "none":
-        return np.ones((n, n), bool)
-    if mask == "causal":
-        return j <= i
-    kind, *numbers = mask.split(":")
-    if kind == "sliding":
-        return (j <= i) & (i - j < int(numbers[0]))
-    sinks, window = map(int, numbers)
-    return (j <= i) & ((j < sinks) | (i - window < j))
-
-
-def reference(a: dict, mask: str = "causal") -> dict:
-    """Every step of the layer by id (rows orientation), from `a`: from_arrays' keywords, rows layout."""
-    x, H, G = a["x"], len(a["q"]), len(a["k"])
-    q = [x @ w for w in a["q"]]
-    k = [x @ w for w in a["k"]]
-    v = [x @ w for w in a["v"]]
-    out = {}
-    if "q_norm" in a:
-        eps = a.get("qk_norm_eps", 1e-6)
-        if a.get("qk_norm_scope", "head") == "head":
-            q = [rms(m, g, eps) for m, g in zip(q, a["q_norm"])]
-            k = [rms(m, g, eps) for m, g in zip(k, a["k_norm"])]
-        else:   # every head's q side by side, normed over the whole width, then split again
-            q = np.split(rms(np.concatenate(q, 1), np.concatenate(a["q_norm"]), eps), H, axis=1)
-            k = np.split(rms(np.concatenate(k, 1), np.concatenate(a["k_norm"]), eps), G, axis=1)
-        out.update({f"h{h}.q_norm": q[h] for h in range(H)})
-    if a.get("rope"):
-        q, k = [rotate(m, a["rope"]) for m in q], [rotate(m, a["rope"]) for m in k]
-        out.update({f"h{h}.q_rot": q[h] for h in range(H)})
-    ok, n, zs = allowed(mask, len(x)), len(x), []
-    for h in range(H):
-        g = h * G // H
-        s = q[h] @ k[g].T / math.sqrt(q[h].shape[1])
-        if a.get("softcap"):
-            s = out[f"h{h}.capped"] = a["softcap"] * np.tanh(s / a["softcap"])
-        if a.get("alibi") is not None:
-            s = out[f"h{h}.biased"] = s - a["alibi"][h] * (np.arange(n)[:, None] - np.arange(n)[None, :])
-        s = np.where(ok, s, -np.inf)
-        e = np.exp(s - s.max(axis=1, keepdims=True))
-        w = out[f"h{h}.weights"] = e / e.sum(axis=1, keepdims=True)
-        z = out[f"h{h}.z"] = w @ v[g]
-        zs.append(z)
-    y = out["out"] = np.concatenate(zs, 1) @ a["o"]
-    if "out_norm" in a:
-        y = out["out_norm"] = rms(y, a["out_norm"]["gain"], a["out_norm"]["eps"])
-    out["residual"] = x + y
-    return out
+from mechanisms_reference import reference
 
 
 # ---------------------------------------------------------------- a layer with every mechanism
@@ -237,3 +139,19 @@ def test_a_layer_without_rotary_positions_has_no_rotation_steps():
     trace = tracer.run(tracer.from_arrays(**a))
     assert not any(s.kind in ("freqs", "q_rot", "k_rot") for s in trace.steps)
     assert trace.step("h0.scores").inputs == ("h0.q_norm", "h0.k_norm")
+
+
+@pytest.mark.parametrize("engine", ["auto", "stages", "fused"])
+@pytest.mark.parametrize("algorithm", ["standard", "online"])
+def test_by_hand_floors_a_normed_score_of_a_whole_number_as_that_number(engine, algorithm):
+    """q̂·q̂ is exactly gain² · d_k = 4, computed as 3.9999999999999996 for most rows: ⌊4 ÷ 2⌋ is 2, not 1."""
+    import numba  # noqa: F401  (the compiled stage kernels too, not only their plain Python)
+    rows = np.array([[0, 0, 1, 1], [0, 0, 1, 2], [1, 2, 3, 5], [0, 4, 1, 3], [5, 1, 2, 0]], float)
+    sc = tracer.from_arrays(rows, np.eye(4), np.eye(4), np.eye(4), q_norm=[1] * 4, k_norm=[1] * 4, qk_norm_eps=0)
+    trace = tracer.run(sc, "by-hand", engine=engine, algorithm=algorithm, block=2)
+    if algorithm == "standard":
+        np.testing.assert_array_equal(np.diag(trace.rows("h0.scaled")), 2.0)
+    else:
+        np.testing.assert_array_equal([trace.rows(f"h0.blk{i // 2}.scores")[i, i % 2] for i in range(5)], 2.0)
+    for dtype in ("float32", "float64"):
+        np.testing.assert_array_equal(np.diag(tracer.run(sc, "by-hand", dtype=dtype).rows("h0.scaled")), 2.0)
