@@ -24,7 +24,16 @@ def divide(s, c):
 
 
 def floor_divide(s, c):
-    return np.floor(s / s.dtype.type(c))
+    return whole_floor(s / s.dtype.type(c))
+
+
+def whole_floor(v):
+    """⌊v⌋, a value within rounding of a whole number taken as that number (kernels.stages.floor_divide)."""
+    from .kernels.stages import WHOLE32, WHOLE64
+    tol = WHOLE64 if v.dtype.itemsize == 8 else WHOLE32
+    r = np.rint(v)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.abs(v - r) <= tol * np.maximum(1.0, np.abs(v)), r, np.floor(v)).astype(v.dtype, copy=False)
 
 
 def mask(s, allowed):

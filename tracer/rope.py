@@ -90,14 +90,17 @@ def attention_factor(spec: dict | None) -> float:
     return 0.1 * math.log(s["factor"]) + 1.0 if s["factor"] > 1 else 1.0
 
 
-def positions(count: int, offset: int) -> np.ndarray:
-    return offset + np.arange(count, dtype=np.float64)
+def positions(spec: dict, count: int) -> np.ndarray:
+    """The positions of the first `count` tokens: the spec's own list, or offset, offset + 1, …"""
+    if spec.get("positions") is not None:
+        return np.asarray(spec["positions"][:count], dtype=np.float64)
+    return spec["offset"] + np.arange(count, dtype=np.float64)
 
 
 def tables(count: int, d_k: int, spec: dict, dtype) -> tuple[np.ndarray, np.ndarray]:
     """cos and sin of every token's angle for every pair (times yarn's attention factor):
     count × pairs each (remembered: every head of a layer turns by the same angles)."""
-    return _tables(count, rotary_dims(spec, d_k), freeze(spec), spec["offset"], np.dtype(dtype).name)
+    return _tables(count, rotary_dims(spec, d_k), freeze(spec), np.dtype(dtype).name)
 
 
 def freeze(spec: dict) -> tuple:
@@ -110,8 +113,8 @@ def thaw(frozen: tuple) -> dict:
 
 
 @functools.lru_cache(maxsize=8)
-def _tables(count: int, d_k: int, frozen: tuple, offset: int, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+def _tables(count: int, d_k: int, frozen: tuple, dtype: str) -> tuple[np.ndarray, np.ndarray]:
     spec = thaw(frozen)
-    angle = np.outer(positions(count, offset), frequencies(spec, d_k))
+    angle = np.outer(positions(spec, count), frequencies(spec, d_k))
     a = attention_factor(spec)
     return np.ascontiguousarray(np.cos(angle) * a, dtype=dtype), np.ascontiguousarray(np.sin(angle) * a, dtype=dtype)

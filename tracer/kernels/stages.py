@@ -13,6 +13,9 @@ import numpy as np
 
 from .jit import kernel
 
+WHOLE64, WHOLE32 = 1e-12, 4e-6   # relative distance to a whole number taken as rounding (float64: ≈4500 ulps,
+#                                 float32: ≈34): far below the gap to any fraction a worksheet holds
+
 
 @kernel
 def project(x, w):
@@ -38,11 +41,16 @@ def divide(s, c):
 
 @kernel
 def floor_divide(s, c):
-    """⌊s ÷ c⌋: the by-hand stand-in for ÷√d_k that keeps every number an integer."""
+    """⌊s ÷ c⌋: the by-hand stand-in for ÷√d_k that keeps every number an integer. A quotient within
+    rounding of a whole number is that number (a normed q·k of exactly 4 may come out 3.9999999999999996,
+    whose floor would be 3): the floor is of the value a person computes, not of its rounding."""
     out = np.empty_like(s)
+    tol = WHOLE64 if s.itemsize == 8 else WHOLE32
     for i in range(s.shape[0]):
         for j in range(s.shape[1]):
-            out[i, j] = np.floor(s[i, j] / c)
+            v = s[i, j] / c
+            r = np.rint(v)
+            out[i, j] = r if abs(v - r) <= tol * max(1.0, abs(v)) else np.floor(v)
     return out
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from ..checks import Shapes, choice, kind, labels, matrix, per_head, text, unknown
 from ..errors import ScenarioError, as_text, one_line
 from . import generated as rnd
-from . import mechanisms, parts
+from . import mechanisms, parts, rotary
 from .arrays import with_arrays
 from .core import Scenario
 from .files import read_toml, resolve_path
@@ -102,7 +102,7 @@ def build(data: dict, default_name: str = "scenario", source: str | None = None)
         title=text(data, "title", ""), description=text(data, "description", "", single_line=False),
         preset=preset, defaults=defaults, residual=parts.residual(data.get("residual")),
         source=source, random=data.get("random"), context=context, context_tokens=context_tokens,
-        rope=parts.rope(data.get("rope"), w["w_q"].shape[2], n), norm_in=parts.norm_in(data.get("norm_in"), x.shape[1]),
+        rope=rotary.rope(data.get("rope"), w["w_q"].shape[2], n, context is not None), norm_in=parts.norm_in(data.get("norm_in"), x.shape[1]),
         features=labels(data["features"], x.shape[1], "features") if "features" in data else None,
         decode=parts.decode(data.get("decode"), n, mask, context is not None), files=tuple(files), **w)
     if "value_features" in data:   # named once d_v is known: what each column of v and z holds

@@ -31,8 +31,8 @@ def qk_norm(weights: dict, heads: int, groups: int, d_k: int) -> dict:
     eps = number(weights.get("norm_eps", 1e-6), "weights.norm_eps")
     if not 0 <= eps < 1:
         raise ScenarioError("weights.norm_eps", f"expected a number from 0 to 1 (added to the mean square), got {eps:g}")
-    return {"q_norm": vectors(weights["q_norm"], "weights.q_norm", heads, d_k),
-            "k_norm": vectors(weights["k_norm"], "weights.k_norm", groups, d_k),
+    return {"q_norm": vectors(weights["q_norm"], "weights.q_norm", heads, d_k, "d_k"),
+            "k_norm": vectors(weights["k_norm"], "weights.k_norm", groups, d_k, "d_k"),
             "qk_norm_eps": eps, "qk_norm_scope": choice(weights, "norm_scope", SCOPES, "head", "weights.norm_scope")}
 
 
@@ -60,11 +60,15 @@ def alibi(value, heads: int, cross: bool) -> np.ndarray | None:
     if isinstance(value, np.ndarray) and value.ndim == 1:
         value = value.tolist()
     if not isinstance(value, (list, tuple)) or not value or isinstance(value[0], (list, tuple, np.ndarray)):
-        raise ScenarioError("alibi", f"expected true (the paper's slopes) or a list of {heads} slopes (one per "
+        raise ScenarioError("alibi", f"expected true (the paper's slopes) or a list of {_slopes(heads)} (one per "
                             f"head), got {kind(value)}")
     if len(value) != heads:
-        raise ScenarioError("alibi", f"expected {heads} slopes (one per head), got {len(value)}")
+        raise ScenarioError("alibi", f"expected {_slopes(heads)} (one per head), got {len(value)}")
     return np.array([number(m, f"alibi[{h}]") for h, m in enumerate(value)], dtype=np.float64)
+
+
+def _slopes(heads: int) -> str:
+    return f"{heads} slope{'s' if heads != 1 else ''}"
 
 
 def out_norm(value, d_out: int) -> dict | None:
@@ -80,7 +84,7 @@ def out_norm(value, d_out: int) -> dict | None:
         raise ScenarioError("out_norm.eps", f"expected a number from 0 to 1 (added to the mean square), got {eps:g}")
     gain = value.get("gain")
     return {"kind": choice(value, "kind", ("rms",), "rms", "out_norm.kind"), "eps": eps,
-            "gain": np.ones((1, d_out)) if gain is None else vectors(gain, "out_norm.gain", 1, d_out)}
+            "gain": np.ones((1, d_out)) if gain is None else vectors(gain, "out_norm.gain", 1, d_out, "d_out")}
 
 
 def refuse_with_decode(scenario) -> None:

@@ -42,7 +42,7 @@ def _explain(cell) -> str:
     if i is None:
         return f"= {name}[{cell.j}] = {f(cell.value)}   (feature {j} is past the first {d_k}: it does not rotate)"
     first, second = rope.pairs(d_k, spec["style"])
-    p = rope.positions(cell.at + 1, spec["offset"])[-1]
+    p = rope.positions(spec, cell.at + 1)[-1]
     theta = float(cell.rows("freqs")[i, 0])
     a = rope.attention_factor(spec)
     c, s = float(np.cos(p * theta)) * a, float(np.sin(p * theta)) * a
@@ -91,24 +91,24 @@ def _freqs_explain(cell) -> str:
     if s is None:
         return f"= {plain}   (pair {i}: {wave})"
     moved = float(rope.slowed(spec, d)[i])
-    how = {0.0: "kept as it is", 1.0: f"÷ {s['factor']:g}"}.get(moved, f"moved {moved:.3g} of the way to ÷ {s['factor']:g}")
-    why = _why_moved(spec, d, i, moved)
-    return f"= {plain}, {how} = {cell.value:.4g}   (pair {i}: {wave}; {why})".replace("-", "−")
+    how = {0.0: "kept", 1.0: f"÷ {s['factor']:g}"}.get(moved, f"moved {moved:.3g} of the way to ÷ {s['factor']:g}")
+    return f"= {plain}, {how} = {cell.value:.4g}   (pair {i}: {_why_moved(spec, d, i)}; now {wave})".replace("-", "−")
 
 
-def _why_moved(spec: dict, d: int, i: int, moved: float) -> str:
+def _why_moved(spec: dict, d: int, i: int) -> str:
     """Why scaling moved pair i as it did, in the type's own terms."""
     s = spec["scaling"]
     if s["type"] == "linear":
         return "linear scaling slows every pair alike"
     original = s["original_max_position_embeddings"]
     turns = original * float(rope.plain(d, spec["base"])[i]) / (2 * np.pi)
+    said = f"{turns:.4g} turns in the original {original:g} positions"
     if s["type"] == "llama3":
-        return (f"it turns {turns:.4g} times in the original {original:g} positions; llama3 keeps pairs that turn "
-                f"over {s['high_freq_factor']:g} times and slows those under {s['low_freq_factor']:g}")
+        return (f"{said}; llama3 keeps a pair that turns over {s['high_freq_factor']:g} times, divides one under "
+                f"{s['low_freq_factor']:g}, blends between")
     low, high = rope.yarn_range(spec, d)
-    return (f"{turns:.4g} turns in the original {original:g} positions; yarn's ramp runs from pair {low} "
-            f"(β_fast = {s['beta_fast']:g} turns) to pair {high} (β_slow = {s['beta_slow']:g})")
+    return (f"{said}; yarn's ramp runs from pair {low} (β_fast = {s['beta_fast']:g} turns: kept) to pair {high} "
+            f"(β_slow = {s['beta_slow']:g}: divided)")
 
 
 register(Kind(

@@ -86,7 +86,8 @@ def _masked_formula(ctx) -> str:
     mask = ctx.mask if isinstance(ctx.mask, str) else "matrix"
     if mask.startswith("streaming:"):
         sinks, width = mask.split(":")[1:]
-        return f"S, with −∞ except on the first {sinks} keys and the last {width} (streaming)"
+        first = "first key" if sinks == "1" else f"first {sinks} keys"
+        return f"S, with −∞ except on the {first} and the last {width} (streaming)"
     if mask.startswith("sliding:"):
         return f"S, with −∞ outside the window of the last {mask.partition(':')[2]} keys (sliding)"
     return _MASK_FORMULA[mask]
