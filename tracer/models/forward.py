@@ -31,7 +31,7 @@ def rotate(m: np.ndarray, spec: dict) -> np.ndarray:
     yarn's attention factor multiplies the turned features. m is … × n × d."""
     n, d = m.shape[-2:]
     r = rope.rotary_dims(spec, d)
-    angle = rope.positions(n, spec["offset"])[:, None] * rope.frequencies(spec, r)[None, :]
+    angle = rope.positions(spec, n)[:, None] * rope.frequencies(spec, r)[None, :]
     cos, sin = np.cos(angle) * rope.attention_factor(spec), np.sin(angle) * rope.attention_factor(spec)
     first, second = m[..., : r // 2], m[..., r // 2: r]
     return np.concatenate([first * cos - second * sin, second * cos + first * sin, m[..., r:]], axis=-1)
