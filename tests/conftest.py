@@ -21,3 +21,18 @@ def _kernels_compile_in_the_foreground():
     yield
     from tracer.kernels import warm
     warm._state.pop("enabled", None)
+
+
+@pytest.fixture(scope="session")
+def checkpoint(tmp_path_factory):
+    """checkpoint(family) → (folder, float64 transformers model): a tiny checkpoint of the family
+    (tests/tiny_checkpoints.py), made the first time any test of the session asks for it."""
+    made = {}
+
+    def get(family: str):
+        if family not in made:
+            import tiny_checkpoints as tc
+            folder = tmp_path_factory.mktemp(family)
+            made[family] = folder, tc.build(family, folder, seed=11 + len(made))
+        return made[family]
+    return get

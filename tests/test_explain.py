@@ -105,8 +105,22 @@ def with_norm_in() -> list:
     return cases
 
 
+def with_mechanisms() -> list:
+    """Today's checkpoints' parts no built-in has together: QK-norm over every head's width,
+    grouped keys, partial rotary scaled by yarn, a norm of the output."""
+    rng = np.random.default_rng(6)
+    r = lambda *shape: rng.normal(size=shape).round(2)  # noqa: E731
+    sc = tracer.from_arrays(r(4, 6), list(r(4, 6, 4)), list(r(2, 6, 4)), list(r(2, 6, 4)), o=r(16, 6),
+                            q_norm=list(r(4, 4)), k_norm=list(r(2, 4)), qk_norm_scope="all", mask="streaming:1:2",
+                            rope=dict(base=50.0, dims=2, scaling=dict(type="yarn", factor=4.0,
+                                                                      original_max_position_embeddings=8)),
+                            out_norm=dict(gain=r(6), eps=1e-6), residual=dict(norm="none"), softcap=3.0)
+    return [("QK-norm over all heads, yarn, output norm", sc, {}),
+            ("QK-norm over all heads, by-hand, columns", sc, dict(arithmetic="by-hand", layout="columns"))]
+
+
 CASES = ([(f"{name}, {preset}", name, {"arithmetic": preset}) for name in small_builtins()
-          for preset in ("exact", "by-hand")] + generated() + with_norm_in())
+          for preset in ("exact", "by-hand")] + generated() + with_norm_in() + with_mechanisms())
 
 
 @pytest.mark.parametrize("label,scenario,keys", CASES, ids=[c[0] for c in CASES])

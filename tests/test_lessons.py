@@ -16,7 +16,7 @@ from tui.tables import step_table
 MODEL_BUILTINS = ("gpt2_small", "gpt3_layer", "induction")
 SMALL = [n for n in tracer.builtin_names() if n not in MODEL_BUILTINS]
 STEP_ID = re.compile(r"(?<![\w.`-])((?:prefill\.|t\d+\.)?(?:h|kv)\d+(?:\.blk\d+)?\.[a-z_]+)\b")
-COMMAND = re.compile(r"attnsim ((?:[\w.=-]+ ?)+)")
+COMMAND = re.compile(r"attnsim ((?:[\w.=:-]+ ?)+)")   # (a mask=sliding:2 holds a colon)
 
 
 def lesson(name: str) -> str:

@@ -92,12 +92,41 @@ def test_an_unsupported_family_is_named(capsys, copy):
     refused(capsys, show(copy), "model_type", "'bert'", "gpt2, llama, mistral, qwen2")
 
 
-def test_long_context_rope_scaling_is_refused(capsys, tmp_path):
+@pytest.mark.parametrize("changes,words", [
+    ({"model_type": "mamba"}, ("model_type", "'mamba'", "qwen3, smollm3, gemma2, gemma3_text, olmo2, phi3, bloom, falcon")),
+    ({"partial_rotary_factor": 0.375}, ("partial_rotary_factor", "0.375", "even number")),
+    ({"layer_types": ["full_attention", "chunked_attention", "full_attention"]}, ("layer_types", "sliding_attention")),
+    ({"layer_types": ["sliding_attention"] * 3, "sliding_window": 0}, ("sliding_window", "≥ 1")),
+    ({"use_bidirectional_attention": True}, ("use_bidirectional_attention", "not supported")),
+])
+def test_switches_attnsim_does_not_follow_are_named(capsys, tmp_path, changes, words):
     tc.build("llama", tmp_path, seed=2)
     cfg = json.loads((tmp_path / "config.json").read_text())
-    cfg["rope_parameters"] = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0}
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, **changes}))
+    refused(capsys, show(tmp_path), *words)
+
+
+def test_an_unknown_tensor_dtype_is_named(capsys, tmp_path):
+    from safetensors.numpy import load_file, save_file
+    tc.build("llama", tmp_path, seed=2)
+    tensors = load_file(tmp_path / "model.safetensors")
+    name = "model.layers.0.self_attn.q_proj.weight"
+    tensors[name] = tensors[name].astype(np.int8)
+    save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    refused(capsys, show(tmp_path), name, "I8", "float32, float16 or bfloat16")
+
+
+@pytest.mark.parametrize("params,words", [
+    ({"rope_type": "dynamic", "rope_theta": 500000.0, "factor": 8.0}, ("rope_type", "'dynamic'", "linear, llama3, yarn")),
+    ({"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0}, ("rope_parameters.low_freq_factor", "missing")),
+    ({"type": "yarn", "factor": -2}, ("rope_scaling.factor", "> 0")),
+])
+def test_an_unknown_or_incomplete_rope_scaling_is_refused(capsys, tmp_path, params, words):
+    tc.build("llama", tmp_path, seed=2)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg["rope_scaling" if "type" in params else "rope_parameters"] = params
     (tmp_path / "config.json").write_text(json.dumps(cfg))
-    refused(capsys, show(tmp_path), "rope_type", "'llama3'")
+    refused(capsys, show(tmp_path), *words)
 
 
 @pytest.mark.parametrize("package", ["safetensors", "tokenizers"])

@@ -5,6 +5,7 @@
     trace["h0.weights"], trace.explain("h0.scores", 1, 2)
 """
 from .kernels.cache import on_compile
+from .alibi import alibi_slopes
 from .arithmetic import PRESETS, Arithmetic, resolve
 from .errors import AttentionWarning, ScenarioError
 from .models import from_model
@@ -22,5 +23,5 @@ def figure(trace, path, steps=None, kind: str = "heatmap", blank: bool = False, 
 
 
 __all__ = ["PRESETS", "Arithmetic", "AttentionWarning", "Scenario", "ScenarioError", "Step", "Trace",
-           "attention", "builtin_names", "figure", "from_arrays", "from_model", "list_builtins", "load_scenario",
+           "alibi_slopes", "attention", "builtin_names", "figure", "from_arrays", "from_model", "list_builtins", "load_scenario",
            "on_compile", "resolve", "run"]

@@ -10,11 +10,11 @@ import sys
 
 import numpy as np
 
-from . import kernels
+from . import kernels, rope
 from .ids import step_id
 from .kernels import pool
 from .masks import mask_kind
-from .layer import key_values, matmul, project_one, projections, rotate_one, textbook
+from .layer import key_values, latest, matmul, normed_one, project_one, projections, rotate_one, textbook
 
 FUSED_CELLS = 1 << 20   # heads · n² from which the fused kernels pay for their compile time
 TINY_CELLS = 1 << 12    # heads · n² up to which the stage kernels may run uncompiled (see stages)
@@ -26,8 +26,8 @@ def engine_for(scenario, engine: str = "auto") -> str:
     """`stages` (one kernel per step, the reference), `fused`, or `numpy` (a cold kernel cache, for
     the plain layer). The fused n × n blocks need as many keys as queries: cross-attention with
     another length runs stage by stage."""
-    if scenario.m != scenario.n:
-        return "stages"
+    if scenario.m != scenario.n or scenario.softcap is not None or scenario.alibi is not None:
+        return "stages"   # (the fused kernels neither cap nor bias the scores)
     if engine in ("stages", "fused"):
         return engine
     cells = scenario.heads * scenario.n ** 2
@@ -63,7 +63,7 @@ def fused_heads(run, heads: list[int]) -> tuple[dict, list[int]]:
     out, bad = dict(extra), []
     for i, h in enumerate(heads):
         ids = run.plan_ids(h)
-        got = {"q_rot" if "q_rot" in ids else "q": q[i], "z": record.z[i]}
+        got = {latest(ids, "query"): q[i], "z": record.z[i]}
         if textbook(sc):
             got.update(k=k[i], v=v[i])
         got.update({kind: record.grid[slot[kind], i] for kind in slot})
@@ -83,7 +83,7 @@ def _online_heads(run, heads: list[int], q, k, v, extra: dict) -> tuple[dict, li
     out = {**extra, **got}
     for i, h in enumerate(heads):
         ids = run.plan_ids(h)
-        out[ids["q_rot" if "q_rot" in ids else "q"]] = q[i]
+        out[ids[latest(ids, "query")]] = q[i]
         if textbook(run.scenario):
             out.update({ids["k"]: k[i], ids["v"]: v[i]})
     return out, bad
@@ -115,8 +115,12 @@ def _choose(run):
 
 
 def inputs(run) -> dict:
-    """The steps before the heads: the context of cross-attention, a real model's norm_in."""
+    """The steps before the heads: the context of cross-attention, a real model's norm_in, the
+    rotary frequencies."""
     sc, dt, got = run.scenario, run.dtype, {}
+    if sc.rope is not None:
+        d = rope.rotary_dims(sc.rope, sc.d_k)
+        got["freqs"] = np.ascontiguousarray(rope.frequencies(sc.rope, d)[:, None], dtype=dt)
     if sc.context is not None:
         got["context"] = np.ascontiguousarray(sc.context, dtype=dt)
     if sc.norm_in is not None:
@@ -150,15 +154,17 @@ def head_weights(sc, h: int, dt) -> tuple:
     return memo[key]
 
 
-def _rule(run) -> tuple:
-    """The arithmetic as kernels.attend takes it."""
-    a = run.arithmetic
-    c = a.scale_divisor(run.scenario.d_k)
+def _rule(run, h: int = 0) -> tuple:
+    """The arithmetic (and head h's cap and ALiBi slope) as kernels.attend takes it."""
+    a, sc = run.arithmetic, run.scenario
+    c = a.scale_divisor(sc.d_k)
     return (0 if c is None else 2 if a.scale == "floor" else 1, 1.0 if c is None else c,
-            a.normalize == "softmax", a.softmax_base == "e", a.base, a.stable, run.allowed is not None)
+            a.normalize == "softmax", a.softmax_base == "e", a.base, a.stable, run.allowed is not None,
+            0.0 if sc.softcap is None else float(sc.softcap), sc.alibi is not None,
+            0.0 if sc.alibi is None else float(sc.alibi[h]))
 
 
-_TEXTBOOK = ("q", "k", "v", "scores", "scaled", "masked", "exp", "sums", "weights", "z")
+_ATTEND = ("scores", "scaled", "capped", "biased", "masked", "exp", "sums", "weights", "z")   # attend's results
 
 
 def _stage_head(run, h: int, K) -> tuple[dict, bool]:
@@ -166,19 +172,21 @@ def _stage_head(run, h: int, K) -> tuple[dict, bool]:
     allowed = _ONE if run.allowed is None else run.allowed
     if sc.w_v_down is None and textbook(sc) and not run.arithmetic.online:   # one call for the whole head
         *arrays, finite = K.textbook_head(run.x, *head_weights(sc, h, dt), allowed, _rule(run))
-        return {ids[kind]: arr for kind, arr in zip(_TEXTBOOK, arrays) if kind in ids}, finite
+        return {ids[kind]: arr for kind, arr in zip(("q", "k", "v", *_ATTEND), arrays) if kind in ids}, finite
     kv = key_values(run, h, K)
     got = {"q": project_one(K, run.held(run.step(ids["q"]).inputs[0]), sc.w_q[h], None if sc.b_q is None else sc.b_q[h], dt)}
+    if sc.q_norm is not None:
+        got["q_norm"] = normed_one(K, run, "q", h, got["q"])
     if sc.rope is not None:
-        got["q_rot"] = rotate_one(K, run, got["q"])
+        got["q_rot"] = rotate_one(K, run, got[latest(got, "query")])
     out = {ids[kind]: arr for kind, arr in {**got, **kv}.items()}
-    q, k = got.get("q_rot", got["q"]), kv.get("k_rot", kv["k"])
+    q, k = got[latest(got, "query")], kv[latest(kv, "key")]
     if run.arithmetic.online:   # the keys in blocks (tracer/online.py) instead of the whole score matrix
         from . import online
         out.update(online.stage_head(run, h, kv, q))
         return out, bool(np.isfinite(out[step_id("z", h)]).all())
-    *arrays, finite = K.attend(q, k, kv["v"], allowed, _rule(run))
-    out.update({ids[kind]: arr for kind, arr in zip(_TEXTBOOK[3:], arrays) if kind in ids})
+    *arrays, finite = K.attend(q, k, kv["v"], allowed, _rule(run, h))
+    out.update({ids[kind]: arr for kind, arr in zip(_ATTEND, arrays) if kind in ids})
     return out, finite
 
 
@@ -204,6 +212,9 @@ def after_heads(run, y: np.ndarray, K) -> dict:
         w_o = np.ascontiguousarray(sc.w_o, dtype=dt)
         y = matmul(y, w_o[None])[0] if run.engine == "fused" else K.project(y, w_o)
         y = got["out"] = y if sc.b_o is None else K.add_row(y, np.ascontiguousarray(sc.b_o, dtype=dt))
+    if sc.out_norm is not None:
+        y = got["out_norm"] = K.rms_norm(np.ascontiguousarray(y), np.ascontiguousarray(sc.out_norm["gain"], dtype=dt),
+                                         sc.out_norm["eps"])
     if sc.residual:
         y = got["residual"] = K.add(run.x, y)
         if sc.residual["norm"] == "layer":

@@ -69,8 +69,7 @@ def prefill(run, run_trace) -> tuple[dict, object]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AttentionWarning)
         pre = run_trace(sub, a.preset, lazy=False, **keys)
-    inputs = {"x", "norm_in"}
-    return {replace(parse(s.id), prefill=True).id: pre.rows(s.id) for s in pre.steps if s.id not in inputs}, pre
+    return {replace(parse(s.id), prefill=True).id: pre.rows(s.id) for s in pre.steps if s.spec.scope != "input"}, pre
 
 
 def _stacked(sc, dt) -> tuple[np.ndarray, np.ndarray]:
@@ -131,7 +130,7 @@ def compute(run, run_trace) -> tuple[dict, Decoded, bool]:
     heads, groups, d_k = sc.heads, sc.groups, sc.d_k
     if sc.rope is not None:
         cos, sin = rope.tables(sc.n, d_k, sc.rope, dt)
-        first, second = rope.pairs(d_k, sc.rope["style"])
+        first, second = rope.pairs(rope.rotary_dims(sc.rope, d_k), sc.rope["style"])
     w_o = None if sc.w_o is None else np.ascontiguousarray(sc.w_o, dtype=dt)
     b_o = None if sc.b_o is None else np.asarray(sc.b_o, dtype=dt)[0]
     compiled = run.engine == "fused"

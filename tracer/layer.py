@@ -1,6 +1,6 @@
 """The projections of the layer, before any score: queries, keys and values (biases, groups,
-rotary positions included), for one head with the stage kernels or for many heads at once on
-numba's threads (the fused path). What is computed is returned by id; recording is the trace's."""
+QK-norm, rotary positions included), for one head with the stage kernels or for many heads at once
+on numba's threads (the fused path). What is computed is returned by id; recording is the trace's."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,8 +8,14 @@ import numpy as np
 from . import kernels, rope
 from .ids import step_id
 from .kernels import pool
+from .steps.base import latest_stage
 
 BLOCK = 128             # rows per matmul task
+
+
+def latest(arrays: dict, chain: str) -> str:
+    """The kind of the last stage of `chain` among `arrays`' kinds (q_rot, else q_norm, else q)."""
+    return latest_stage(arrays, chain)
 
 
 def textbook(sc) -> bool:
@@ -58,18 +64,21 @@ def _batched(run, heads: list[int]):
     q = matmul(run.held(run.step(ids[0]["q"]).inputs[0]), _heads(sc.w_q, heads, dt))
     if sc.b_q is not None:
         q += sc.b_q[heads[0]:heads[-1] + 1, None, :].astype(dt)
+    if sc.q_norm is not None:
+        extra.update({i["q"]: q[n] for n, i in enumerate(ids)})
+        q = normed_all(run, "q", heads, q)
     per = sc.heads // sc.groups
     groups = list(range(heads[0] // per, heads[-1] // per + 1))
     kv = _group_kv(run, groups, ids[0], per)
     for g, got in zip(groups, kv):
         extra.update({run.plan_ids(g * per)[kind]: a for kind, a in got.items()})
     if sc.rope is not None:
-        extra.update({i["q"]: q[n] for n, i in enumerate(ids)})
+        extra.update({i["q" if sc.q_norm is None else "q_norm"]: q[n] for n, i in enumerate(ids)})
         q = rotate_all(q, run)
     # the fused kernels read group h·G/H for head h: whole groups are passed as they are
     aligned = heads[0] % per == 0 and len(heads) % per == 0
     pick = range(len(groups)) if aligned else [h // per - groups[0] for h in heads]
-    k = np.stack([kv[g].get("k_rot", kv[g]["k"]) for g in pick])
+    k = np.stack([kv[g][latest(kv[g], "key")] for g in pick])
     v = np.stack([kv[g]["v"] for g in pick])
     return q, k, v, extra
 
@@ -79,7 +88,7 @@ def _group_kv(run, groups: list[int], first_ids: dict, per: int) -> list[dict]:
     sc, dt = run.scenario, run.dtype
     held = [run.plan_ids(g * per) for g in groups]
     if all(run.held(i["k"]) is not None for i in held):
-        return [{kind: run.held(i[kind]) for kind in ("k", "v", "k_rot", "v_down") if kind in i} for i in held]
+        return [{kind: run.held(i[kind]) for kind in KV_KINDS if kind in i} for i in held]
     src = run.held(run.step(first_ids["k"]).inputs[0])
     k = matmul(src, _heads(sc.w_k, groups, dt))
     if sc.b_k is not None:
@@ -93,24 +102,77 @@ def _group_kv(run, groups: list[int], first_ids: dict, per: int) -> list[dict]:
         v, v_down = matmul(src, _heads(sc.w_v, groups, dt)), None
         if sc.b_v is not None:
             v += sc.b_v[groups[0]:groups[-1] + 1, None, :].astype(dt)
-    k_rot = rotate_all(k, run) if sc.rope is not None else None
+    k_norm = normed_all(run, "k", groups, k) if sc.k_norm is not None else None
+    k_rot = rotate_all(k if k_norm is None else k_norm, run) if sc.rope is not None else None
     out = []
     for n in range(len(groups)):
         got = {"k": k[n], "v": v[n]}
-        if v_down is not None:
-            got["v_down"] = v_down[n]
-        if k_rot is not None:
-            got["k_rot"] = k_rot[n]
+        for kind, a in (("v_down", v_down), ("k_norm", k_norm), ("k_rot", k_rot)):
+            if a is not None:
+                got[kind] = a[n]
         out.append(got)
     return out
+
+
+KV_KINDS = ("k", "v", "k_norm", "k_rot", "v_down")   # what a query head reads of its group
+
+
+def rms_rows(a: np.ndarray, gain: np.ndarray, eps: float) -> np.ndarray:
+    """Each row (last axis) divided by its root mean square, times the gain: kernels.rms_norm on a
+    stack at once (float64 sums; a row beyond ±1 divided by its largest value first, as there)."""
+    big = np.maximum(np.abs(a).max(axis=-1, keepdims=True).astype(np.float64), 1.0)
+    y = a.astype(np.float64) / big
+    inv = 1.0 / np.sqrt((y * y).mean(axis=-1, keepdims=True) + eps / big / big)
+    return (y * inv * gain).astype(a.dtype, copy=False)
+
+
+def normed_all(run, which: str, index: list[int], a: np.ndarray) -> np.ndarray:
+    """QK-norm of the queries (which = "q") of consecutive heads `index`, or of the keys of those
+    groups (a: … × tokens × d_k): each head's row over its own d_k, or (scope "all") each token's
+    row of every head together, sliced."""
+    sc = run.scenario
+    gain = (sc.q_norm if which == "q" else sc.k_norm)[index[0]:index[-1] + 1, None, :]
+    if sc.qk_norm_scope == "head":
+        return rms_rows(a, gain, sc.qk_norm_eps)
+    return shared(run, which)[index[0]:index[-1] + 1]
+
+
+def shared(run, which: str) -> np.ndarray:
+    """Scope "all" (OLMo 2): every head's q (every group's k) side by side, normed per token over
+    the whole width, as heads (groups) × tokens × d_k; computed once per trace."""
+    key = f"{which}_norm"
+    if key not in run.memo:
+        sc, dt = run.scenario, run.dtype
+        src = run.held(run.step(run.plan_ids(0)[which]).inputs[0])
+        w, b = (sc.w_q, sc.b_q) if which == "q" else (sc.w_k, sc.b_k)
+        a = matmul(src, np.ascontiguousarray(w, dtype=dt))
+        if b is not None:
+            a += b[:, None, :].astype(dt)
+        count, n, d = a.shape
+        flat = a.transpose(1, 0, 2).reshape(n, count * d)
+        gain = (sc.q_norm if which == "q" else sc.k_norm).reshape(1, -1)
+        run.memo[key] = np.ascontiguousarray(rms_rows(flat, gain, sc.qk_norm_eps).reshape(n, count, d).transpose(1, 0, 2))
+    return run.memo[key]
+
+
+def normed_one(K, run, which: str, index: int, a: np.ndarray) -> np.ndarray:
+    """normed_all() for one head (group), with the stage kernel where the norm is the head's own."""
+    sc = run.scenario
+    if sc.qk_norm_scope == "all":
+        return np.ascontiguousarray(shared(run, which)[index])
+    gain = (sc.q_norm if which == "q" else sc.k_norm)[index]
+    return K.rms_norm(a, np.ascontiguousarray(gain[None, :], dtype=run.dtype), sc.qk_norm_eps)
 
 
 def rotate_all(a: np.ndarray, run) -> np.ndarray:
     """RoPE on a stack of matrices (… × tokens × d_k) at once, as kernels.rotate does one."""
     spec = run.scenario.rope
+    d = rope.rotary_dims(spec, a.shape[-1])
     cos, sin = rope.tables(a.shape[-2], a.shape[-1], spec, run.dtype)
-    first, second = rope.pair_slices(a.shape[-1], spec["style"])
+    first, second = rope.pair_slices(d, spec["style"])
     out = pool.empty(a.shape, a.dtype)
+    if d < a.shape[-1]:   # partial rotary: the features past the first d stay as they are
+        out[..., d:] = a[..., d:]
     x1, x2, o1, o2 = a[..., first], a[..., second], out[..., first], out[..., second]
     np.multiply(x1, cos, out=o1)       # o1 = x1·cos − x2·sin, o2 = x1·sin + x2·cos, without temporaries
     o1 -= x2 * sin
@@ -127,7 +189,7 @@ def project_one(K, src, w, b, dt):
 def rotate_one(K, run, a):
     spec = run.scenario.rope
     cos, sin = rope.tables(a.shape[0], a.shape[1], spec, run.dtype)
-    first, second = rope.pairs(a.shape[1], spec["style"])
+    first, second = rope.pairs(rope.rotary_dims(spec, a.shape[1]), spec["style"])
     return K.rotate(a, cos, sin, first, second)
 
 
@@ -136,7 +198,7 @@ def key_values(run, h: int, K) -> dict:
     are reused) — under grouped-query attention several heads share them."""
     sc, dt, plan = run.scenario, run.dtype, run.plan_ids(h)
     if run.held(plan["k"]) is not None:
-        return {kind: run.held(sid) for kind, sid in plan.items() if kind in ("k", "v", "k_rot", "v_down")}
+        return {kind: run.held(sid) for kind, sid in plan.items() if kind in KV_KINDS}
     g = h // (sc.heads // sc.groups)
     src = run.held(run.step(plan["k"]).inputs[0])
     got = {"k": project_one(K, src, sc.w_k[g], None if sc.b_k is None else sc.b_k[g], dt)}
@@ -147,8 +209,10 @@ def key_values(run, h: int, K) -> dict:
         got["v"] = K.project(got["v_down"], np.ascontiguousarray(sc.w_v_up[g], dtype=dt))
     else:
         got["v"] = project_one(K, src, sc.w_v[g], None if sc.b_v is None else sc.b_v[g], dt)
+    if sc.k_norm is not None:
+        got["k_norm"] = normed_one(K, run, "k", g, got["k"])
     if sc.rope is not None:
-        got["k_rot"] = rotate_one(K, run, got["k"])
+        got["k_rot"] = rotate_one(K, run, got[latest(got, "key")])
     return got
 
 

@@ -1,5 +1,6 @@
 """Masks: which keys each query may attend, from a word (`causal`, `causal_lower_right`,
-`sliding:W`) or a 0/1 matrix written like the layout's scores; stored as query × key booleans."""
+`sliding:W`, `streaming:S:W`) or a 0/1 matrix written like the layout's scores; stored as
+query × key booleans."""
 from __future__ import annotations
 
 import functools
@@ -9,7 +10,7 @@ import numpy as np
 from .checks import kind, matrix, suggest
 from .errors import ScenarioError
 
-WORDS = ("none", "causal", "causal_lower_right", "sliding:W")
+WORDS = ("none", "causal", "causal_lower_right", "sliding:W", "streaming:S:W")
 MAX_WINDOW = 2**31 - 1   # more keys than any scenario has: a wider window is the causal mask
 
 
@@ -21,10 +22,12 @@ def read_mask(value, n: int, layout: str, m: int | None = None):
             return value
         if value.startswith("sliding:"):
             width = value.partition(":")[2]
-            if width.isascii() and width.isdigit() and len(width) <= 10 and 1 <= int(width) <= MAX_WINDOW:
+            if _whole(width, 1):
                 return f"sliding:{int(width)}"
             raise ScenarioError("mask", f"expected sliding:W with a whole number W from 1 to {MAX_WINDOW} (the keys "
-                                f"a query sees), got {kind(value if len(value) <= 40 else value[:40] + '…')}")
+                                f"a query sees), got {_shown(value)}")
+        if value.startswith("streaming:"):
+            return _streaming(value)
         raise ScenarioError("mask", f"expected one of {', '.join(WORDS)} or a matrix of 0/1, {n} × {m}, got "
                             f"{kind(value)}{suggest(value, WORDS[:3])}")
     if isinstance(value, np.ndarray) and value.dtype == bool:
@@ -39,6 +42,32 @@ def read_mask(value, n: int, layout: str, m: int | None = None):
         raise ScenarioError(f"mask[{r}][{c}]", f"expected 0 or 1 (1 = may attend), got {a[r, c]:g}")
     allowed = a.astype(bool)
     return allowed if layout == "rows" else allowed.T.copy()
+
+
+def _whole(text: str, low: int) -> bool:
+    return text.isascii() and text.isdigit() and len(text) <= 10 and low <= int(text) <= MAX_WINDOW
+
+
+def _shown(value: str) -> str:
+    return kind(value if len(value) <= 40 else value[:40] + "…")
+
+
+def _streaming(value: str) -> str:
+    """`streaming:S:W`: StreamingLLM's cache, the first S tokens (the attention sinks) and a window
+    of the W most recent keys."""
+    parts = value.split(":")
+    if len(parts) == 3 and _whole(parts[1], 0) and _whole(parts[2], 1):
+        return f"streaming:{int(parts[1])}:{int(parts[2])}"
+    raise ScenarioError("mask", f"expected streaming:S:W with whole numbers S ≥ 0 (the first tokens every query "
+                        f"keeps) and W from 1 to {MAX_WINDOW} (the recent keys it sees), got {_shown(value)}")
+
+
+def streaming(mask) -> tuple[int, int] | None:
+    """(S, W) of a streaming mask, else None."""
+    if isinstance(mask, str) and mask.startswith("streaming:"):
+        s, w = mask.split(":")[1:]
+        return int(s), int(w)
+    return None
 
 
 def allowed_matrix(mask, n: int, m: int | None = None) -> np.ndarray | None:
@@ -59,6 +88,9 @@ def _word_matrix(mask: str, n: int, m: int) -> np.ndarray | None:
         return np.ascontiguousarray(j <= i)
     if mask == "causal_lower_right":
         return np.ascontiguousarray(j <= i + (m - n))
+    if mask.startswith("streaming:"):
+        sinks, width = streaming(mask)
+        return np.ascontiguousarray((j <= i) & ((j < sinks) | (j > i - width)))
     width = int(mask.partition(":")[2])
     return np.ascontiguousarray((j <= i) & (j > i - width))
 
@@ -71,10 +103,18 @@ def mask_kind(mask) -> str:
     return mask if isinstance(mask, str) else "matrix"
 
 
-def describe(mask) -> str:
-    """Why a forbidden key is forbidden, in the words of the mask that was applied."""
+def describe(mask, query: int | None = None, key: int | None = None) -> str:
+    """Why a forbidden key is forbidden, in the words of the mask that was applied (and, given the
+    query and the key, of this pair: a later key of a windowed mask comes after)."""
     if isinstance(mask, str) and mask in ("causal", "causal_lower_right"):
+        return "comes after"
+    if isinstance(mask, str) and query is not None and key is not None and key > query \
+            and mask.startswith(("sliding:", "streaming:")):
         return "comes after"
     if isinstance(mask, str) and mask.startswith("sliding:"):
         return f"is outside the window of {mask.partition(':')[2]} keys of"
+    if streaming(mask):
+        sinks, width = streaming(mask)
+        first = "the first token" if sinks == 1 else f"one of the first {sinks} tokens"
+        return f"is neither {first} nor in the window of {width} keys of"
     return "is hidden by the mask from"

@@ -24,7 +24,16 @@ def divide(s, c):
 
 
 def floor_divide(s, c):
-    return np.floor(s / s.dtype.type(c))
+    return whole_floor(s / s.dtype.type(c))
+
+
+def whole_floor(v):
+    """⌊v⌋, a value within rounding of a whole number taken as that number (kernels.stages.floor_divide)."""
+    from .kernels.stages import WHOLE32, WHOLE64
+    tol = WHOLE64 if v.dtype.itemsize == 8 else WHOLE32
+    r = np.rint(v)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.abs(v - r) <= tol * np.maximum(1.0, np.abs(v)), r, np.floor(v)).astype(v.dtype, copy=False)
 
 
 def mask(s, allowed):
@@ -89,13 +98,24 @@ def layer_norm(r, eps):
     return (centred / np.sqrt(var + eps / big / big)).astype(r.dtype, copy=False)
 
 
+def soft_cap(s, cap):
+    return (cap * np.tanh(s.astype(np.float64) / cap)).astype(s.dtype, copy=False)
+
+
+def linear_bias(s, slope):
+    i, j = np.arange(s.shape[0], dtype=np.float64)[:, None], np.arange(s.shape[1], dtype=np.float64)[None, :]
+    return (s.astype(np.float64) - slope * (i - j)).astype(s.dtype, copy=False)
+
+
 def attend(q, k, v, allowed, rule):
     """kernels.attend, composed of the functions above, with one check of the results' range: a
     finite sum has no inf or NaN in it (only when it is not are the cells looked at)."""
-    scale, c, softmax, base_e, base, stable, masked = rule
+    scale, c, softmax, base_e, base, stable, masked, cap, alibi, slope = rule
     s = scores(q, k)
     scaled = s if scale == 0 else (divide(s, c) if scale == 1 else floor_divide(s, c))
-    m = mask(scaled, allowed) if masked else scaled
+    capped = soft_cap(scaled, cap) if cap > 0 else scaled
+    biased = linear_bias(capped, slope) if alibi else capped
+    m = mask(biased, allowed) if masked else biased
     if softmax:
         if stable:
             e = exp_powers(m, row_max(m)) if base_e else base_powers(m, row_max(m), base)
@@ -109,9 +129,11 @@ def attend(q, k, v, allowed, rule):
     z = weighted_sum(weights, v)
     # (run under np.errstate: an overflowing sum only means "look closer"; a masked −∞ hides an
     # overflowing score from the sums, so the scaled scores are checked too when there is a mask)
-    ok = bool(np.isfinite(z.sum() + sums.sum() + (scaled.sum() if masked else 0.0))) or \
-        (finite(scaled) and finite(z) and finite(sums))
-    return s, scaled, m, e, sums, weights, z, ok
+    # (a cap turns an infinite scaled score into a finite one: then it is looked at too)
+    hidden = (biased.sum() if masked else 0.0) + (scaled.sum() if cap > 0 else 0.0)
+    ok = bool(np.isfinite(z.sum() + sums.sum() + hidden)) or \
+        (finite(scaled) and finite(biased) and finite(z) and finite(sums))
+    return s, scaled, capped, biased, m, e, sums, weights, z, ok
 
 
 def textbook_head(x, w_q, w_k, w_v, allowed, rule):
@@ -120,7 +142,7 @@ def textbook_head(x, w_q, w_k, w_v, allowed, rule):
     return (q, k, v, *attend(q, k, v, allowed, rule))
 
 
-NAMES = ("project", "scores", "divide", "floor_divide", "mask", "row_max", "exp_powers", "base_powers",
+NAMES = ("project", "scores", "divide", "floor_divide", "soft_cap", "linear_bias", "mask", "row_max", "exp_powers", "base_powers",
          "row_sums", "softmax_weights", "relu_weights", "weighted_sum", "concat", "finite", "add",
          "layer_norm", "attend", "textbook_head")
 KERNELS = SimpleNamespace(**{name: globals()[name] for name in NAMES})

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .ids import step_id
+from .numpy_engine import whole_floor
 from .steps.online import blocks
 
 
@@ -17,7 +18,7 @@ def _scaled(s: np.ndarray, arithmetic, d_k: int) -> np.ndarray:
     c = arithmetic.scale_divisor(d_k)
     if c is None:
         return s
-    return np.floor(s / s.dtype.type(c)) if arithmetic.scale == "floor" else s / s.dtype.type(c)
+    return whole_floor(s / s.dtype.type(c)) if arithmetic.scale == "floor" else s / s.dtype.type(c)
 
 
 def _power(x: np.ndarray, arithmetic) -> np.ndarray:
@@ -57,7 +58,8 @@ def head_numpy(q, k, v, allowed, arithmetic, d_k: int) -> tuple[list[dict], np.n
 def stage_head(run, h: int, kv: dict, q: np.ndarray) -> dict:
     """Head h's block steps and z by id, on NumPy (q: the rotated queries under RoPE)."""
     sc = run.scenario
-    steps, z = head_numpy(q, kv.get("k_rot", kv["k"]), kv["v"], run.allowed, run.arithmetic, sc.d_k)
+    from .layer import latest
+    steps, z = head_numpy(q, kv[latest(kv, "key")], kv["v"], run.allowed, run.arithmetic, sc.d_k)
     out = {step_id(kind, h, block=j): a for j, got in enumerate(steps) for kind, a in got.items()}
     out[step_id("z", h)] = z
     return out
@@ -97,8 +99,9 @@ def fused(run, heads: list[int], q, k, v, keep: bool = False) -> tuple[dict, lis
 def tiles(run, h: int) -> dict:
     """Head h's scores, powers and acc of every block, recomputed by the same kernel from its q, k
     and v (as FlashAttention's backward pass recomputes its tiles from the saved statistics)."""
+    from .layer import latest
     ids = run.plan_ids(h)
-    q = run.rows(ids.get("q_rot", ids["q"]))[None]
-    k, v = run.rows(ids.get("k_rot", ids["k"]))[None], run.rows(ids["v"])[None]
+    q = run.rows(ids[latest(ids, "query")])[None]
+    k, v = run.rows(ids[latest(ids, "key")])[None], run.rows(ids["v"])[None]
     got, _ = fused(run, [h], *(np.ascontiguousarray(a) for a in (q, k, v)), keep=True)
     return {sid: a for sid, a in got.items() if run.step(sid).key in ("blk_scores", "blk_powers", "blk_acc")}

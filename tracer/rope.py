@@ -1,15 +1,24 @@
-"""Rotary positions (RoPE): which features form a pair, and the angle each pair of the token at
-position p turns by, p·base^(−2i/d_k). Shared by the computation and the explanations."""
+"""Rotary positions (RoPE): which features form a pair, each pair's frequency (after any scaling
+for long contexts: linear, llama3, yarn) and the angle the pair of the token at position p turns
+by, p·θ_i. Shared by the computation and the explanations."""
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
+SCALINGS = ("linear", "llama3", "yarn")
+
+
+def rotary_dims(spec: dict, d_k: int) -> int:
+    """How many of a head's d_k features rotate: all, or the first `dims` (partial rotary)."""
+    return spec.get("dims") or d_k
+
 
 def pairs(d_k: int, style: str) -> tuple[np.ndarray, np.ndarray]:
-    """The two feature indices of each pair i: (i, i + d_k/2) in the `half` style of Llama and
-    NeoX code, (2i, 2i + 1) in the `interleaved` style of RoFormer and GPT-J."""
+    """The two feature indices of each pair i of the d_k rotated features: (i, i + d_k/2) in the
+    `half` style of Llama and NeoX code, (2i, 2i + 1) in the `interleaved` style of RoFormer and GPT-J."""
     i = np.arange(d_k // 2)
     return (i, i + d_k // 2) if style == "half" else (2 * i, 2 * i + 1)
 
@@ -20,23 +29,92 @@ def pair_slices(d_k: int, style: str) -> tuple[slice, slice]:
     return (slice(0, half), slice(half, d_k)) if style == "half" else (slice(0, d_k, 2), slice(1, d_k, 2))
 
 
-def frequencies(d_k: int, base: float) -> np.ndarray:
+def pair_of(feature: int, d_k: int, style: str) -> int | None:
+    """The pair a feature belongs to (None past the rotated ones, under partial rotary)."""
+    if feature >= d_k:
+        return None
+    return feature % (d_k // 2) if style == "half" else feature // 2
+
+
+def plain(d_k: int, base: float) -> np.ndarray:
     """θ_i = base^(−2i/d_k): pair 0 turns fastest, the last pair slowest."""
     return base ** (-2.0 * np.arange(d_k // 2) / d_k)
 
 
-def positions(count: int, offset: int) -> np.ndarray:
-    return offset + np.arange(count, dtype=np.float64)
+def frequencies(spec: dict, d_k: int) -> np.ndarray:
+    """Each pair's frequency after the spec's scaling (d_k: the rotated features).
+
+    linear divides every θ by the factor; llama3 divides the slow pairs (wavelength 2π/θ beyond
+    original ÷ low_freq_factor), keeps the fast ones (below original ÷ high_freq_factor) and blends
+    in between by how many turns the pair makes in the original context; yarn blends each pair from
+    θ ÷ factor to θ along a ramp over the pairs that turn between beta_slow and beta_fast times in it."""
+    theta = plain(d_k, spec["base"])
+    s = spec.get("scaling")
+    if s is None:
+        return theta
+    return theta * (1 - (1 - 1 / s["factor"]) * slowed(spec, d_k))
+
+
+def slowed(spec: dict, d_k: int) -> np.ndarray:
+    """How far each pair is moved from θ to θ ÷ factor: 0 (kept) … 1 (divided by the factor)."""
+    s, theta = spec["scaling"], plain(d_k, spec["base"])
+    if s["type"] == "linear":
+        return np.ones_like(theta)
+    original = s["original_max_position_embeddings"]
+    if s["type"] == "llama3":
+        turns = original * theta / (2 * math.pi)     # original ÷ wavelength
+        low, high = s["low_freq_factor"], s["high_freq_factor"]
+        return 1 - np.clip((turns - low) / (high - low), 0.0, 1.0)
+    low, high = yarn_range(spec, d_k)
+    return np.clip((np.arange(d_k // 2) - low) / ((high - low) or 0.001), 0.0, 1.0)
+
+
+def yarn_range(spec: dict, d_k: int) -> tuple[int, int]:
+    """The pairs where yarn's ramp starts and ends: the pair that turns beta_fast times in the
+    original context (rounded down) and the one that turns beta_slow times (rounded up)."""
+    s, base = spec["scaling"], spec["base"]
+
+    def pair(turns: float) -> float:
+        return d_k * math.log(s["original_max_position_embeddings"] / (turns * 2 * math.pi)) / (2 * math.log(base))
+    return max(math.floor(pair(s["beta_fast"])), 0), min(math.ceil(pair(s["beta_slow"])), d_k - 1)
+
+
+def attention_factor(spec: dict | None) -> float:
+    """What yarn multiplies cos and sin by (so q_rot and k_rot carry it, their scores its square):
+    the given attention_factor, else 0.1·ln(factor) + 1 (Peng et al.); 1 for the other types."""
+    s = (spec or {}).get("scaling")
+    if not s or s["type"] != "yarn":
+        return 1.0
+    if s.get("attention_factor") is not None:
+        return float(s["attention_factor"])
+    return 0.1 * math.log(s["factor"]) + 1.0 if s["factor"] > 1 else 1.0
+
+
+def positions(spec: dict, count: int) -> np.ndarray:
+    """The positions of the first `count` tokens: the spec's own list, or offset, offset + 1, …"""
+    if spec.get("positions") is not None:
+        return np.asarray(spec["positions"][:count], dtype=np.float64)
+    return spec["offset"] + np.arange(count, dtype=np.float64)
 
 
 def tables(count: int, d_k: int, spec: dict, dtype) -> tuple[np.ndarray, np.ndarray]:
-    """cos and sin of every token's angle for every pair: count × d_k/2 each (remembered: every
-    head of a layer turns by the same angles)."""
-    return _tables(count, d_k, spec["base"], spec["offset"], np.dtype(dtype).name)
+    """cos and sin of every token's angle for every pair (times yarn's attention factor):
+    count × pairs each (remembered: every head of a layer turns by the same angles)."""
+    return _tables(count, rotary_dims(spec, d_k), freeze(spec), np.dtype(dtype).name)
+
+
+def freeze(spec: dict) -> tuple:
+    """The spec as a hashable, sorted tuple (the scaling's table too)."""
+    return tuple(sorted((k, tuple(sorted(v.items())) if isinstance(v, dict) else v) for k, v in spec.items()))
+
+
+def thaw(frozen: tuple) -> dict:
+    return {k: dict(v) if k == "scaling" and v is not None else v for k, v in frozen}
 
 
 @functools.lru_cache(maxsize=8)
-def _tables(count: int, d_k: int, base: float, offset: int, dtype: str) -> tuple[np.ndarray, np.ndarray]:
-    spec = {"base": base, "offset": offset}
-    angle = np.outer(positions(count, spec["offset"]), frequencies(d_k, spec["base"]))
-    return np.ascontiguousarray(np.cos(angle), dtype=dtype), np.ascontiguousarray(np.sin(angle), dtype=dtype)
+def _tables(count: int, d_k: int, frozen: tuple, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    spec = thaw(frozen)
+    angle = np.outer(positions(spec, count), frequencies(spec, d_k))
+    a = attention_factor(spec)
+    return np.ascontiguousarray(np.cos(angle) * a, dtype=dtype), np.ascontiguousarray(np.sin(angle) * a, dtype=dtype)

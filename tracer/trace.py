@@ -50,7 +50,8 @@ class Trace:
         self._ids = ids if ids is not None else head_ids(steps, scenario.heads, scenario.groups)
         self._done: set[int] = set()      # heads whose steps are computed (and not dropped since)
         self._decoded = None              # a [decode] run's packed arrays (tracer/decode.py)
-        if scenario.context is not None or scenario.norm_in is not None:
+        self.memo: dict = {}              # what several heads share, computed once (layer.shared)
+        if scenario.context is not None or scenario.norm_in is not None or scenario.rope is not None:
             self._record(compute.inputs(self))
 
     # ------------------------------------------------------------ reading
@@ -255,6 +256,7 @@ def _setup(scenario: Scenario, preset: str | None, overrides: dict) -> tuple:
         mask = scenario.mask if arith.mask is None else read_mask(arith.mask, scenario.n, layout, scenario.m)
         if scenario.decode is not None:
             _decodable(mask, arith)
+        _standard_only(scenario, arith)
     except ScenarioError as err:
         raise (err.at(scenario.source) if scenario.source else err) from None
     got = (weakref.ref(scenario), arith, layout, mask, cached_plan(scenario, arith, layout, mask))
@@ -290,6 +292,14 @@ def _decodable(mask, arithmetic: Arithmetic) -> None:
     if arithmetic.online:
         raise ScenarioError("algorithm", "expected standard with [decode] (a decoded token's scores are one row "
                             "already: there is no n × n matrix to avoid)")
+
+
+def _standard_only(scenario: Scenario, arithmetic: Arithmetic) -> None:
+    """Soft-capping and ALiBi change each score on its own: the online blocks do not (yet) do it."""
+    if arithmetic.online and (scenario.softcap is not None or scenario.alibi is not None):
+        what = "softcap" if scenario.softcap is not None else "alibi"
+        raise ScenarioError("algorithm", f"expected standard with {what} (the online algorithm's blocks are not "
+                            "capped or biased here; the standard one shows each step)")
 
 
 def run(scenario, arithmetic: str | None = None, *, lazy: bool | None = None, engine: str = "auto",

@@ -208,6 +208,7 @@ def cmd_show(args) -> int:
                             "than a text table should hold; expected fewer steps (--step) or an npz export")
     ar = trace.arithmetic
     layer = f"; layer {sc.model['layer']} of {sc.model['layers']}" if sc.model else ""  # as the heads overview says
+    layer += f": {sc.model['kind']}" if sc.model and sc.model.get("kind") else ""
     print(f"{sc.name}: {sc.title}".rstrip(": ") + f"   [arithmetic: {ar.preset}; layout: {trace.layout}{layer}]\n")
     lesson = lesson_text(sc.description)
     if lesson:  # what to look at in these tables

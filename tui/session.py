@@ -7,11 +7,12 @@ from dataclasses import dataclass, field, replace
 
 import tracer
 from tracer.arithmetic import PRESETS, resolve
+from tracer.steps import KINDS
 from tracer.labels import TOKEN_AXES, axis_labels, step_labels  # noqa: F401  (the screens take axis_labels from here)
 
-# Steps in pipeline order: when a re-run drops a step (relu has no exp), the nearest one is shown.
-KIND_ORDER = ("x", "q", "q_rot", "k", "k_rot", "v_down", "v", "k_cache", "v_cache", "scores", "scaled", "masked",
-              "exp", "sums", "weights", "z", "concat", "out", "residual", "norm")
+# Steps in pipeline order (the registry's, as ids write the kinds): when a re-run drops a step (relu
+# has no exp), the nearest one is shown.
+KIND_ORDER = tuple(dict.fromkeys(KINDS[name].word for name in KINDS))
 VIEW_KEYS = ("mask", "layout")  # how the scenario is viewed; kept when the preset is swapped
 
 
@@ -50,8 +51,10 @@ class Session:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", tracer.AttentionWarning)
                 return tracer.run(sc, self.preset, **self.overrides)
-        return ([(f"layer {n} of {model['layers']}", trace if n == model["layer"] else (lambda n=n: build(n)))
-                 for n in range(model["layers"])], model["layer"])
+        kinds = model.get("kinds") or [""] * model["layers"]
+        return ([(f"layer {n} of {model['layers']}" + (f": {kinds[n]}" if kinds[n] else ""),
+                  trace if n == model["layer"] else (lambda n=n: build(n))) for n in range(model["layers"])],
+                model["layer"])
 
     def under(self, preset: str) -> "Session":
         """Another preset; per-key arithmetic overrides are dropped, the view (mask, layout) kept."""
@@ -96,6 +99,15 @@ class Session:
         """The arithmetic in force, e.g. `by-hand` or `by-hand + scale=sqrt`."""
         extra = ", ".join(f"{k}={_show(v)}" for k, v in self.overrides.items() if not self._named_own(k))
         return f"{self.preset} + {extra}" if extra else self.preset
+
+
+def scenario_label(scenario) -> str:
+    """The scenario's name for the top bar; a checkpoint's layer adds which layer and its kind
+    (sliding or global, its positions), as the heads overview names them."""
+    model = scenario.model
+    if not model or not model.get("kind"):
+        return scenario.name
+    return f"{scenario.name} ({model['kind']})"
 
 
 def run_kind(session: Session) -> tuple:
@@ -174,7 +186,7 @@ def nearest_step(trace: tracer.Trace, step_id: str, kind: str, head: int) -> str
     rank = KIND_ORDER.index(kind) if kind in KIND_ORDER else 0
     steps = head_steps(trace, min(head, trace.heads - 1))
     # the closest rank wins; on a tie, the later step (exp gone: weights rather than scaled)
-    order = lambda s: KIND_ORDER.index(s.kind) if s.kind in KIND_ORDER else rank  # noqa: E731  (q_rot, blk…)
+    order = lambda s: KIND_ORDER.index(s.kind) if s.kind in KIND_ORDER else rank  # noqa: E731
     return min(steps, key=lambda s: (abs(order(s) - rank), -order(s))).id
 
 

@@ -4,6 +4,10 @@ against the t + 1 cached keys, scaled, powered, summed, normalised, and applied 
 One thread: a token's work is small, and a parallel region between the token's BLAS products
 would leave its threads spinning against BLAS's own. Each step is written into one packed row per head (`grid[slot, h, off:off + t + 1]`), so a decode
 of a thousand tokens makes four arrays, not a hundred thousand; the trace takes views of them.
+
+numba's disk cache is keyed by this file alone: a change to the fused kernels' row helpers it inlines
+(the by-hand floor that takes a quotient within rounding of a whole number as that number, since
+QK-norm) must come with a change here, or a stale compiled copy keeps the old arithmetic.
 """
 import numpy as np
 from numba import njit

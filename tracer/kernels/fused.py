@@ -18,6 +18,7 @@ import numba  # noqa: E402
 from numba import njit, prange  # noqa: E402
 
 from .fastexp import exp_row  # noqa: E402
+from .stages import WHOLE32, WHOLE64  # noqa: E402
 
 cache.listen()  # compile notices for a front end (tracer.on_compile)
 
@@ -71,9 +72,12 @@ def _scale(a, mode, c):
     if mode == SCALE_DIVIDE:
         for j in range(a.shape[0]):
             a[j] = a[j] / c
-    elif mode == SCALE_FLOOR:
+    elif mode == SCALE_FLOOR:   # as kernels.stages.floor_divide: a quotient within rounding of a whole number is it
+        tol = WHOLE64 if a.itemsize == 8 else WHOLE32
         for j in range(a.shape[0]):
-            a[j] = np.floor(a[j] / c)  # a float (math.floor would make ±inf an integer)
+            v = a[j] / c
+            r = np.rint(v)
+            a[j] = r if abs(v - r) <= tol * max(1.0, abs(v)) else np.floor(v)  # a float (math.floor: ±inf an integer)
 
 
 @njit

@@ -4,6 +4,10 @@ one block of queries, walking the keys in blocks with a running max, running sum
 It records each block's max, rescale and sums (small: queries × blocks) and, when asked (`keep`),
 the block's scores, powers and running output, so that the trace can recompute a head's tiles with
 the very same arithmetic. The row helpers are the fused kernels' (scale, mask, powers, sum).
+
+numba's disk cache is keyed by this file alone: a change to the fused kernels' row helpers it inlines
+(the by-hand floor that takes a quotient within rounding of a whole number as that number, since
+QK-norm) must come with a change here, or a stale compiled copy keeps the old arithmetic.
 """
 import math
 

@@ -13,6 +13,9 @@ import numpy as np
 
 from .jit import kernel
 
+WHOLE64, WHOLE32 = 1e-12, 4e-6   # relative distance to a whole number taken as rounding (float64: ≈4500 ulps,
+#                                 float32: ≈34): far below the gap to any fraction a worksheet holds
+
 
 @kernel
 def project(x, w):
@@ -38,11 +41,36 @@ def divide(s, c):
 
 @kernel
 def floor_divide(s, c):
-    """⌊s ÷ c⌋: the by-hand stand-in for ÷√d_k that keeps every number an integer."""
+    """⌊s ÷ c⌋: the by-hand stand-in for ÷√d_k that keeps every number an integer. A quotient within
+    rounding of a whole number is that number (a normed q·k of exactly 4 may come out 3.9999999999999996,
+    whose floor would be 3): the floor is of the value a person computes, not of its rounding."""
+    out = np.empty_like(s)
+    tol = WHOLE64 if s.itemsize == 8 else WHOLE32
+    for i in range(s.shape[0]):
+        for j in range(s.shape[1]):
+            v = s[i, j] / c
+            r = np.rint(v)
+            out[i, j] = r if abs(v - r) <= tol * max(1.0, abs(v)) else np.floor(v)
+    return out
+
+
+@kernel
+def soft_cap(s, cap):
+    """C·tanh(s ÷ C): scores squashed smoothly into (−C, C), nearly unchanged well inside (Gemma 2)."""
     out = np.empty_like(s)
     for i in range(s.shape[0]):
         for j in range(s.shape[1]):
-            out[i, j] = np.floor(s[i, j] / c)
+            out[i, j] = cap * math.tanh(float(s[i, j]) / cap)
+    return out
+
+
+@kernel
+def linear_bias(s, slope):
+    """ALiBi: s − slope·(i − j) for query i and key j, a penalty growing with the key's distance."""
+    out = np.empty_like(s)
+    for i in range(s.shape[0]):
+        for j in range(s.shape[1]):
+            out[i, j] = float(s[i, j]) - slope * float(i - j)
     return out
 
 
@@ -233,12 +261,15 @@ def rotate(q, cos, sin, first, second):
 def attend(q, k, v, allowed, rule):
     """A head's steps from its queries, keys and values: the kernels above, in the order the trace
     records them (one dispatch instead of ten, which is most of a small trace's time).
-    rule = (scale: 0 none, 1 ÷c, 2 ⌊÷c⌋; c; softmax; base e; base; stable; masked). Returns the
-    scores, scaled, masked, powers, sums, weights, z, and whether nothing left the dtype's range."""
-    scale, c, softmax, base_e, base, stable, masked = rule
+    rule = (scale: 0 none, 1 ÷c, 2 ⌊÷c⌋; c; softmax; base e; base; stable; masked; cap C, 0 for none;
+    ALiBi; its slope). Returns the scores, scaled, capped, biased, masked, powers, sums, weights, z
+    (a step the layer does not have is its input, unchanged), and whether nothing left the dtype's range."""
+    scale, c, softmax, base_e, base, stable, masked, cap, alibi, slope = rule
     s = scores(q, k)
     scaled = s if scale == 0 else (divide(s, c) if scale == 1 else floor_divide(s, c))
-    m = mask(scaled, allowed) if masked else scaled
+    capped = soft_cap(scaled, cap) if cap > 0 else scaled
+    biased = linear_bias(capped, slope) if alibi else capped
+    m = mask(biased, allowed) if masked else biased
     if softmax:
         shift = row_max(m) if stable else np.zeros((m.shape[0], 1), dtype=m.dtype)
         e = exp_powers(m, shift) if base_e else base_powers(m, shift, base)
@@ -250,13 +281,13 @@ def attend(q, k, v, allowed, rule):
     z = weighted_sum(weights, v)
     # any inf or NaN shows in one of these: scores and scaled in scaled (a −∞ score would
     # otherwise become a quiet 0 weight), overflowing powers in sums, the rest in z
-    ok = finite(scaled) and finite(z) and finite(sums)
-    return s, scaled, m, e, sums, weights, z, ok
+    ok = finite(scaled) and finite(biased) and finite(z) and finite(sums)
+    return s, scaled, capped, biased, m, e, sums, weights, z, ok
 
 
 @kernel
 def textbook_head(x, w_q, w_k, w_v, allowed, rule):
     """Every step of one head of the 2017 layer in one call: its projections, then attend."""
     q, k, v = project(x, w_q), project(x, w_k), project(x, w_v)
-    s, scaled, m, e, sums, weights, z, ok = attend(q, k, v, allowed, rule)
-    return q, k, v, s, scaled, m, e, sums, weights, z, ok
+    s, scaled, capped, biased, m, e, sums, weights, z, ok = attend(q, k, v, allowed, rule)
+    return q, k, v, s, scaled, capped, biased, m, e, sums, weights, z, ok

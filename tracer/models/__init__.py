@@ -1,4 +1,4 @@
-"""Real checkpoints (GPT-2 and the Llama family, Hugging Face layout) as scenarios: one layer of
+"""Real checkpoints (Hugging Face layout; the families of families.py) as scenarios: one layer of
 the model on your text, its input computed by running the earlier blocks in float64 NumPy.
 
     scenario = tracer.from_model("gpt2", "The cat sat on the mat", layer=5)
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .config import FAMILIES
+from .families import FAMILIES
 from .layer import keep_heads, layer_arrays, origin, section_arrays
 
 __all__ = ["FAMILIES", "from_model", "keep_heads", "layer_arrays", "origin", "section_arrays"]

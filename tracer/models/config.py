@@ -1,5 +1,5 @@
-"""A checkpoint's config.json, read into the few numbers the forward needs, for GPT-2 and the
-Llama family, whichever transformers version wrote it (old keys and new ones are both accepted)."""
+"""A checkpoint's config.json, read into the numbers the forward needs, for every family of
+families.py, whichever transformers version wrote it (old keys and new ones are both accepted)."""
 from __future__ import annotations
 
 import json
@@ -11,18 +11,36 @@ from pathlib import Path
 from ..checks import kind
 from ..errors import ScenarioError
 from ..readfile import read_bounded
+from .families import ACTIVATIONS, FAMILIES, SWITCHES, Family
+from .rotary import LAYER_TYPES, label, rope_spec
 
 CONFIG_BYTES = 2**20            # a config is kilobytes
+UNBOUNDED = 2**31 - 1           # ALiBi's families name no longest text
 
-FAMILIES = {"gpt2": "gpt2", "llama": "llama", "mistral": "llama", "qwen2": "llama"}
-GELU_TANH = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast")   # the same curve, written three ways
+
+@dataclass(frozen=True)
+class Kind:
+    """What sets one layer's attention apart: its window (None: every earlier key) and its rotary
+    positions (None: none, as in NoPE layers and ALiBi or learned-position families)."""
+    window: int | None
+    rope: dict | None
+
+    def label(self, position: str = "rotary") -> str:
+        """"global, rope", "sliding 4096, rope", "global, NoPE", "global, ALiBi"…; nothing for a
+        layer whose family has one kind only (GPT-2's: learned positions, every key)."""
+        where = "global" if self.window is None else f"sliding {self.window}"
+        if position == "rotary":
+            return f"{where}, {label(self.rope)}"
+        if position == "learned":
+            return "" if self.window is None else where
+        return f"{where}, ALiBi"
 
 
 @dataclass(frozen=True)
 class Config:
-    """What one block needs: sizes, norm epsilon, rotary base (None: learned positions)."""
+    """What one block needs: sizes, norm epsilon, activation, and each layer's kind."""
     model_type: str
-    family: str            # "gpt2" or "llama"
+    family: Family
     d_model: int
     layers: int
     heads: int
@@ -30,10 +48,12 @@ class Config:
     head_dim: int
     positions: int         # longest text the model was built for
     eps: float
-    activation: str        # "gelu_tanh", "gelu" or "silu"
-    rope_theta: float | None
-    sliding_window: int | None = None
-    inner: int = 0         # the MLP's hidden width
+    activation: str        # "silu", "gelu", "gelu_tanh" or "gelu_bloom"
+    inner: int             # the MLP's hidden width
+    kinds: tuple = ()      # one Kind per layer
+    softcap: float | None = None
+    scale: float | None = None        # the scores' divisor when it is not √head_dim
+    embed_scale: float = 1.0
 
 
 def read_json(path: Path, limit: int, expected: str):
@@ -56,54 +76,109 @@ def read_config(folder: Path) -> Config:
     if not isinstance(data, dict):
         raise ScenarioError("config.json", f"expected a JSON object, got {kind(data)}", str(folder))
     try:
-        return _parse(data)
+        return parse(data)
     except ScenarioError as err:
         raise err.at(str(path)) from None
 
 
-def _parse(data: dict) -> Config:
+def parse(data: dict) -> Config:
     model_type = data.get("model_type")
     if not isinstance(model_type, str) or model_type not in FAMILIES:
-        raise ScenarioError("model_type", f"{model_type!r} is not supported; expected one of "
-                            f"{', '.join(FAMILIES)}")
-    get = _Reader(data)
-    if FAMILIES[model_type] == "gpt2":
-        d_model, heads = get.positive("n_embd"), get.positive("n_head")
-        activation = get.word("activation_function", "gelu_new", GELU_TANH + ("gelu",))
-        for key, want in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False)):
-            if data.get(key, want) is not want:
-                raise ScenarioError(key, f"expected {str(want).lower()} (the only GPT-2 scaling supported)")
-        return Config(model_type, "gpt2", d_model, get.positive("n_layer"), heads, heads, _per_head(d_model, heads),
-                      get.positive("n_positions", get.positive("n_ctx", 1024)),
-                      get.number("layer_norm_epsilon", 1e-5), "gelu_tanh" if activation in GELU_TANH else "gelu",
-                      None, inner=get.positive("n_inner", 4 * d_model))
-    d_model, heads = get.positive("hidden_size"), get.positive("num_attention_heads")
-    groups = get.positive("num_key_value_heads", heads)
+        got = repr(model_type) if isinstance(model_type, str) else kind(model_type)
+        raise ScenarioError("model_type", f"{got} is not supported; expected one of {', '.join(FAMILIES)}")
+    fam = FAMILIES[model_type]
+    fam = SWITCHES[model_type](fam, data) if model_type in SWITCHES else fam
+    _refuse(model_type, data)
+    get = _Reader(data, fam.keys)
+    d_model, heads = get.positive("d_model"), get.positive("heads")
+    groups = {"one": 1, "all": heads}.get(fam.groups) or get.positive("groups", heads)
     if heads % groups:
-        raise ScenarioError("num_key_value_heads", f"expected a divisor of num_attention_heads ({heads}), got {groups}")
+        raise ScenarioError(get.name("groups"), f"expected a divisor of the {heads} query heads, got {groups}")
     head_dim = get.int("head_dim", 0) or _per_head(d_model, heads)
-    get.word("hidden_act", "silu", ("silu",))
-    window = data.get("sliding_window") if data.get("use_sliding_window", True) else None
-    return Config(model_type, "llama", d_model, get.positive("num_hidden_layers"), heads, groups, head_dim,
-                  get.positive("max_position_embeddings", 2048), get.number("rms_norm_eps", 1e-6), "silu",
-                  _rope_theta(data), window if isinstance(window, int) and window > 0 else None,
-                  inner=get.positive("intermediate_size"))
+    layers = get.positive("layers")
+    activation = get.word("activation", fam.activation, tuple(ACTIVATIONS))
+    gated = fam.gated()
+    return Config(model_type, fam, d_model, layers, heads, groups, head_dim,
+                  get.positive("positions", UNBOUNDED), get.number("eps", 1e-6 if fam.norm == "rms" else 1e-5),
+                  ACTIVATIONS[activation],
+                  get.positive("inner") if gated else get.positive("inner", 4 * d_model),
+                  kinds=tuple(_kinds(data, fam, layers, head_dim)),
+                  softcap=_positive(data, fam.softcap), scale=_positive(data, fam.scale, 256.0),
+                  embed_scale=math.sqrt(d_model) if fam.embed_scale else 1.0)
 
 
-def _rope_theta(data: dict) -> float:
-    """The rotary base: top-level `rope_theta` (older writers) or `rope_parameters.rope_theta`
-    (transformers 5); only the plain rotation is supported, not the long-context rescalings."""
-    params = data.get("rope_parameters") or data.get("rope_scaling") or {}
-    if not isinstance(params, dict):
-        raise ScenarioError("rope_parameters", f"expected an object, got {kind(params)}")
-    rope_type = params.get("rope_type", params.get("type", "default"))
-    if rope_type != "default":
-        raise ScenarioError("rope_parameters.rope_type", f"{rope_type!r} is not supported; expected \"default\" "
-                            "(plain rotary positions)")
-    theta = params.get("rope_theta", data.get("rope_theta", 10000.0))
-    if isinstance(theta, bool) or not isinstance(theta, numbers.Real) or not 1 < theta < math.inf:
-        raise ScenarioError("rope_theta", f"expected a finite number > 1, got {kind(theta)}")
-    return float(theta)
+def _refuse(model_type: str, data: dict) -> None:
+    """Switches that change the arithmetic in ways attnsim does not follow, refused by name."""
+    wrong = {("scale_attn_weights", False), ("scale_attn_by_inverse_layer_idx", True),
+             ("apply_residual_connection_post_layernorm", True), ("use_bidirectional_attention", True)}
+    for key, value in sorted(wrong):
+        if data.get(key) is value:
+            raise ScenarioError(key, f"{str(value).lower()} is not supported; expected {str(not value).lower()}")
+
+
+def _positive(data: dict, key: str | None, default: float | None = None) -> float | None:
+    """A positive number from config.json (a cap, a scale), or None when the family has no such key."""
+    if key is None:
+        return None
+    value = data.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < math.inf:
+        raise ScenarioError(key, f"expected a finite number > 0, got {kind(value)}")
+    return math.sqrt(value) if key == "query_pre_attn_scalar" else float(value)
+
+
+def _kinds(data: dict, fam: Family, layers: int, head_dim: int) -> list[Kind]:
+    """Each layer's window and rotary positions, from layer_types (and no_rope_layers) where
+    config.json has them, else from the family's pattern."""
+    rotates = [True] * layers
+    if fam.nope is not None:
+        every = _count(data, "no_rope_layer_interval", 4, low=1)
+        rotates = _flags(data, fam.nope, layers, [int((i + 1) % every != 0) for i in range(layers)])
+    types = data.get("layer_types")
+    if types is None:
+        types = [_default_type(data, fam, i, rotates[i]) for i in range(layers)]
+    elif not isinstance(types, list) or len(types) != layers or any(t not in LAYER_TYPES for t in types):
+        raise ScenarioError("layer_types", f"expected a list of {layers} of {' or '.join(LAYER_TYPES)}, "
+                            f"got {kind(types)}")
+    window = data.get("sliding_window")
+    if "sliding_attention" in types and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+        raise ScenarioError("sliding_window", f"expected a whole number ≥ 1 (layer_types has sliding layers), "
+                            f"got {kind(window)}")
+    if fam.position != "rotary":
+        return [Kind(window if t == "sliding_attention" else None, None) for t in types]
+    specs = {t: rope_spec(data, t, head_dim, fam.default_base, fam.local_base) for t in sorted(set(types))}
+    return [Kind(window if t == "sliding_attention" else None, specs[t] if rotates[i] else None)
+            for i, t in enumerate(types)]
+
+
+def _default_type(data: dict, fam: Family, i: int, rotates: bool) -> str:
+    """transformers' own rule for the family (its defaults too: Qwen and SmolLM3 slide only when
+    use_sliding_window is true; Gemma 2 every other layer, Gemma 3 five of six)."""
+    window = data.get("sliding_window")
+    on = data.get("use_sliding_window", False) is True and window is not None
+    if fam.sliding == "from":
+        sliding = on and i >= _count(data, "max_window_layers", 28)
+    elif fam.sliding == "pattern":
+        sliding = (i + 1) % _count(data, "sliding_window_pattern", fam.pattern, low=1) != 0
+    else:
+        sliding = {"none": False, "all": window is not None, "nope": on and not rotates}[fam.sliding]
+    return "sliding_attention" if sliding else "full_attention"
+
+
+def _count(data: dict, key: str, default: int, low: int = 0) -> int:
+    value = data.get(key)
+    value = default if value is None else value
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ScenarioError(key, f"expected a whole number ≥ {low}, got {kind(value)}")
+    return value
+
+
+def _flags(data: dict, key: str, layers: int, default: list) -> list[bool]:
+    value = data.get(key, default)
+    if not isinstance(value, list) or len(value) != layers or any(v not in (0, 1) for v in value):
+        raise ScenarioError(key, f"expected a list of {layers} flags (1 or 0), got {kind(value)}")
+    return [bool(v) for v in value]
 
 
 def _per_head(d_model: int, heads: int) -> int:
@@ -113,34 +188,41 @@ def _per_head(d_model: int, heads: int) -> int:
 
 
 class _Reader:
-    """Typed reads of config keys, each refusal naming the key."""
+    """Typed reads of config keys by size name (the family says which keys spell it), each
+    refusal naming the key."""
 
-    def __init__(self, data: dict):
-        self.data = data
+    def __init__(self, data: dict, keys: dict):
+        self.data, self.keys = data, keys
 
-    def int(self, key: str, default: int | None = None) -> int:
-        value = self.data.get(key, default)
-        if value is None and default is not None:
-            value = default
+    def name(self, size: str) -> str:
+        spellings = self.keys.get(size, (size,))
+        return next((k for k in spellings if k in self.data), spellings[0])
+
+    def get(self, size: str, default):
+        value = self.data.get(self.name(size)) if size in self.keys else None
+        return default if value is None else value
+
+    def int(self, size: str, default: int | None = None) -> int:
+        value = self.get(size, default)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ScenarioError(key, f"expected a whole number ≥ 0, got {kind(value)}")
+            raise ScenarioError(self.name(size), f"expected a whole number ≥ 0, got {kind(value)}")
         return value
 
-    def positive(self, key: str, default: int | None = None) -> int:
+    def positive(self, size: str, default: int | None = None) -> int:
         """A count that must be at least 1 (heads, layers, widths): 0 would divide by zero later."""
-        value = self.int(key, default)
+        value = self.int(size, default)
         if value < 1:
-            raise ScenarioError(key, f"expected a whole number ≥ 1, got {value}")
+            raise ScenarioError(self.name(size), f"expected a whole number ≥ 1, got {value}")
         return value
 
-    def number(self, key: str, default: float) -> float:
-        value = self.data.get(key, default)
+    def number(self, size: str, default: float) -> float:
+        value = self.get(size, default)
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < 1:
-            raise ScenarioError(key, f"expected a number between 0 and 1, got {kind(value)}")
+            raise ScenarioError(self.name(size), f"expected a number between 0 and 1, got {kind(value)}")
         return float(value)
 
-    def word(self, key: str, default: str, allowed: tuple) -> str:
-        value = self.data.get(key, default)
+    def word(self, size: str, default: str, allowed: tuple) -> str:
+        value = self.get(size, default)
         if value not in allowed:
-            raise ScenarioError(key, f"{value!r} is not supported; expected one of {', '.join(allowed)}")
+            raise ScenarioError(self.name(size), f"{value!r} is not supported; expected one of {', '.join(allowed)}")
         return value

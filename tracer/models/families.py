@@ -1,169 +1,125 @@
-"""Where each family keeps its tensors: one block's weights read into the same shapes for GPT-2
-and the Llama family (rows orientation: Q = X·W_Q), so that one forward serves both."""
+"""The families attnsim reads, each a declaration: what config.json calls its sizes, what its
+tensors are called, where its norms sit and what form they take, how q, k and v are stored, and
+which mechanisms its attention adds. The code that reads and runs a block knows none of them."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
-import numpy as np
-
-from ..errors import ScenarioError
-from .config import Config
-from .weights import DTYPES, Tensors
-
-
-@dataclass
-class Block:
-    """One transformer block. q is heads × d_model × head_dim, k and v groups × d_model × head_dim,
-    o (heads·head_dim) × d_model; biases are per head (or group) vectors, or None."""
-    norm_in: dict          # {"kind": "layer" | "rms", "gain", "bias", "eps"}
-    q: np.ndarray
-    k: np.ndarray
-    v: np.ndarray
-    o: np.ndarray
-    bq: np.ndarray | None
-    bk: np.ndarray | None
-    bv: np.ndarray | None
-    bo: np.ndarray | None
-    norm_mlp: dict
-    mlp: dict | None       # GPT-2: up, b_up, down, b_down; Llama: gate, up, down (+ biases or None)
+LLAMA_KEYS = dict(d_model=("hidden_size",), heads=("num_attention_heads",), layers=("num_hidden_layers",),
+                  groups=("num_key_value_heads",), head_dim=("head_dim",), inner=("intermediate_size",),
+                  positions=("max_position_embeddings",), eps=("rms_norm_eps",), activation=("hidden_act",))
+GELU_TANH = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast")   # the same curve, written three ways
+ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_bloom": "gelu_bloom",
+               **{name: "gelu_tanh" for name in GELU_TANH}}
 
 
-def prefix(tensors: Tensors, cfg: Config) -> str:
-    """What the checkpoint puts before the names (`transformer.`, `model.`, or nothing)."""
-    tail = "wte.weight" if cfg.family == "gpt2" else "embed_tokens.weight"
-    for name in tensors.names:
-        if name.endswith(tail) and (name == tail or name.endswith("." + tail)):
-            return name[: -len(tail)]
-    raise ScenarioError(tail, f"is missing; expected the token embeddings of a {cfg.model_type} checkpoint",
-                        str(tensors.folder))
+@dataclass(frozen=True)
+class Family:
+    """One model_type. Names are relative to the checkpoint's prefix (`model.`, `transformer.`…);
+    a block's are relative to `{blocks}.{i}.`. Norm names may be None: no norm in that place."""
+    keys: dict = field(default_factory=lambda: LLAMA_KEYS)   # size → config keys, first present wins
+    activation: str = "silu"            # when config.json names none
+    embed: str = "embed_tokens"
+    positions_table: str | None = None  # learned positions (GPT-2's wpe)
+    embed_norm: str | None = None       # a norm right after the embeddings (BLOOM)
+    embed_scale: bool = False           # embeddings × √d_model (Gemma)
+    blocks: str = "layers"
+    norm: str = "rms"                   # "rms" or "layer" (LayerNorm, with a bias)
+    gain_offset: float = 0.0            # added to every stored norm gain (Gemma stores gain − 1)
+    attn_in: str | None = "input_layernorm"
+    attn_out: str | None = None         # a norm of the attention's output, before the residual
+    mlp_in: str | None = "post_attention_layernorm"
+    mlp_out: str | None = None          # a norm of the MLP's output, before the residual
+    parallel: bool = False              # attention and MLP side by side on the same x (Falcon)
+    attention: str = "self_attn"
+    q: str = "q_proj"                   # with k and v: separate projections, or...
+    k: str = "k_proj"
+    v: str = "v_proj"
+    qkv: str | None = None              # ... one fused tensor, stacked as `fused` says
+    fused: str = "blocks"               # "blocks": every q, then every k, then every v (Phi-3, GPT-2,
+    #                                     Falcon's multi-query); "heads": q, k, v per head (BLOOM);
+    #                                     "groups": per group its queries, then k, then v (Falcon's new)
+    o: str = "o_proj"
+    conv1d: bool = False                # weights stored (in, out) rather than nn.Linear's (out, in)
+    mlp: tuple = ("gate_proj", "up_proj", "down_proj")   # gated: down(act(gate)·up); plain: (up, down)
+    gate_up: str | None = None          # gate and up fused, gate first (Phi-3)
+    biases: str = "saved"               # "saved": those present; "all": every projection has one
+    qk_norm: str | None = None          # "head": RMS of each head's q and k; "all": over the whole width
+    groups: str = "key"                 # key/value heads: "key" (keys["groups"], else one per query
+    #                                     head), "one" (multi-query) or "all" (one per query head)
+    position: str = "rotary"            # "rotary", "learned" (a table), "alibi" (added to the scaled
+    #                                     scores, BLOOM) or "alibi_unscaled" (added before ÷√d_k, Falcon)
+    default_base: float = 10000.0       # the rotary base when config.json gives none
+    local_base: str | None = None       # config key: sliding layers' own rotary base (Gemma 3)
+    nope: str | None = None             # config key: which layers rotate (SmolLM3; 0 = no positions)
+    softcap: str | None = None          # config key: the cap C of C·tanh(score / C) (Gemma 2)
+    scale: str | None = None            # config key: s, the scores divided by √s rather than √d_k (Gemma)
+    sliding: str = "none"               # which layers slide when config.json has no layer_types: "none",
+    #                                     "all" (when sliding_window is set), "from" (layers from
+    #                                     max_window_layers on, when use_sliding_window), "pattern" (all
+    #                                     but every p-th), "nope" (the NoPE layers, when use_sliding_window)
+    pattern: int = 0                    # p, when config.json's sliding_window_pattern does not say
+
+    def block(self, i: int) -> str:
+        return f"{self.blocks}.{i}."
+
+    def gated(self) -> bool:
+        return len(self.mlp) == 3 or self.gate_up is not None
 
 
-def shapes(cfg: Config, pre: str, i: int, mlp: bool) -> dict[str, tuple[int, ...]]:
-    """Every tensor block i reads, with the shape config.json implies (biases of the Llama family
-    only where saved), so that a broken checkpoint is refused by name before any arithmetic."""
-    d, inner, hd = cfg.d_model, cfg.inner, cfg.head_dim
-    if cfg.family == "gpt2":
-        p = f"{pre}h.{i}."
-        want = {p + "ln_1.weight": (d,), p + "ln_1.bias": (d,), p + "attn.c_attn.weight": (d, 3 * d),
-                p + "attn.c_attn.bias": (3 * d,), p + "attn.c_proj.weight": (d, d), p + "attn.c_proj.bias": (d,)}
-        if mlp:
-            want.update({p + "ln_2.weight": (d,), p + "ln_2.bias": (d,), p + "mlp.c_fc.weight": (d, inner),
-                         p + "mlp.c_fc.bias": (inner,), p + "mlp.c_proj.weight": (inner, d),
-                         p + "mlp.c_proj.bias": (d,)})
-        return want
-    p, q, kv = f"{pre}layers.{i}.", cfg.heads * hd, cfg.groups * hd
-    want = {p + "input_layernorm.weight": (d,), p + "self_attn.q_proj.weight": (q, d),
-            p + "self_attn.k_proj.weight": (kv, d), p + "self_attn.v_proj.weight": (kv, d),
-            p + "self_attn.o_proj.weight": (d, q), p + "self_attn.q_proj.bias": (q,),
-            p + "self_attn.k_proj.bias": (kv,), p + "self_attn.v_proj.bias": (kv,), p + "self_attn.o_proj.bias": (d,)}
-    if mlp:
-        want.update({p + "post_attention_layernorm.weight": (d,), p + "mlp.gate_proj.weight": (inner, d),
-                     p + "mlp.up_proj.weight": (inner, d), p + "mlp.down_proj.weight": (d, inner)})
-    return want
+LLAMA = Family()
+GEMMA = Family(keys={**LLAMA_KEYS, "activation": ("hidden_activation", "hidden_act")}, activation="gelu_pytorch_tanh",
+               embed_scale=True, gain_offset=1.0, attn_out="post_attention_layernorm",
+               mlp_in="pre_feedforward_layernorm", mlp_out="post_feedforward_layernorm",
+               scale="query_pre_attn_scalar", softcap="attn_logit_softcapping", sliding="pattern", pattern=2)
+BLOOM_KEYS = dict(d_model=("hidden_size", "n_embed"), heads=("n_head", "num_attention_heads"),
+                  layers=("n_layer", "num_hidden_layers"), eps=("layer_norm_epsilon",))
+OLD_BLOCK = dict(embed="word_embeddings", blocks="h", norm="layer", attention="self_attention",
+                 qkv="query_key_value", o="dense", mlp=("dense_h_to_4h", "dense_4h_to_h"))
+
+FAMILIES: dict[str, Family] = {
+    "gpt2": Family(keys=dict(d_model=("n_embd",), heads=("n_head",), layers=("n_layer",), inner=("n_inner",),
+                             positions=("n_positions", "n_ctx"), eps=("layer_norm_epsilon",),
+                             activation=("activation_function",)),
+                   activation="gelu_new", embed="wte", positions_table="wpe", blocks="h", norm="layer",
+                   attn_in="ln_1", mlp_in="ln_2", attention="attn", qkv="c_attn", o="c_proj", conv1d=True,
+                   mlp=("c_fc", "c_proj"), biases="all", position="learned"),
+    "llama": LLAMA,
+    "mistral": replace(LLAMA, sliding="all"),
+    "qwen2": replace(LLAMA, sliding="from"),
+    "qwen3": replace(LLAMA, qk_norm="head", sliding="from"),
+    "smollm3": replace(LLAMA, nope="no_rope_layers", sliding="nope"),
+    "gemma2": GEMMA,
+    "gemma3_text": replace(GEMMA, qk_norm="head", softcap=None, pattern=6, default_base=1e6,   # its attention
+                           local_base="rope_local_base_freq"),                               # ignores the cap
+    "olmo2": replace(LLAMA, attn_in=None, attn_out="post_attention_layernorm", mlp_in=None,
+                     mlp_out="post_feedforward_layernorm", qk_norm="all"),
+    "phi3": replace(LLAMA, qkv="qkv_proj", gate_up="gate_up_proj", mlp=("down_proj",), sliding="all"),
+    "bloom": Family(keys=BLOOM_KEYS, activation="gelu_bloom", embed_norm="word_embeddings_layernorm", **OLD_BLOCK,
+                    fused="heads", biases="all", position="alibi"),
+    "falcon": Family(keys=dict(BLOOM_KEYS, heads=("num_attention_heads", "n_head"),
+                               groups=("num_kv_heads", "n_head_kv"),
+                               layers=("num_hidden_layers", "n_layer"), inner=("ffn_hidden_size",),
+                               positions=("max_position_embeddings",), activation=("activation",)),
+                     activation="gelu", **OLD_BLOCK),   # its switches: see falcon() below
+}
 
 
-def check_shapes(tensors: Tensors, want: dict, optional=lambda name: name.endswith(".bias")) -> None:
-    for name, shape in want.items():
-        if optional(name) and name not in tensors:
-            continue
-        got, dtype = tensors.shape(name), tensors.dtype(name)
-        if dtype not in DTYPES:
-            raise ScenarioError(name, f"has dtype {dtype}; expected float64, float32, float16 or bfloat16 weights",
-                                tensors.where(name))
-        if got != shape:
-            raise ScenarioError(name, f"has shape {_shape(got)}; expected {_shape(shape)}, as config.json's sizes "
-                                "give", tensors.where(name))
+def falcon(family: Family, data: dict) -> Family:
+    """Falcon's variants, from config.json's switches: the new architecture (grouped keys and
+    values stored per group; attention and MLP side by side, from one norm or two) or the old one
+    (multi-query: one key/value head after all the queries, or q, k, v per head; side by side or
+    one after the other); rotary positions, or ALiBi added before the scores are scaled."""
+    position = "alibi_unscaled" if data.get("alibi", False) is True else "rotary"
+    common = dict(biases="all" if data.get("bias", False) is True else "saved", position=position)
+    if data.get("new_decoder_architecture", False) is True:
+        two = data.get("num_ln_in_parallel_attn") in (None, 2)
+        return replace(family, fused="groups", parallel=True, attn_in="ln_attn" if two else "input_layernorm",
+                       mlp_in="ln_mlp" if two else "input_layernorm", **common)
+    parallel = data.get("parallel_attn", True) is True
+    return replace(family, fused="blocks" if data.get("multi_query", True) is True else "heads", parallel=parallel,
+                   groups="one" if data.get("multi_query", True) is True else "all",
+                   mlp_in="input_layernorm" if parallel else "post_attention_layernorm", **common)
 
 
-def check_all(tensors: Tensors, cfg: Config, layer: int) -> None:
-    """Every tensor the layer needs (embeddings, blocks 0 … layer) against config.json, before
-    any arithmetic: a broken block is named at once, not after the blocks before it have run."""
-    pre = prefix(tensors, cfg)
-    for i in range(layer + 1):
-        check_shapes(tensors, shapes(cfg, pre, i, i < layer), optional=_optional(cfg))
-
-
-def _shape(shape: tuple) -> str:
-    return "(" + ", ".join(map(str, shape)) + ")"
-
-
-def embed(tensors: Tensors, cfg: Config, ids: list[int]) -> np.ndarray:
-    """The residual stream entering block 0: token embeddings (plus learned positions for GPT-2)."""
-    pre = prefix(tensors, cfg)
-    name = pre + ("wte.weight" if cfg.family == "gpt2" else "embed_tokens.weight")
-    table = tensors.shape(name)
-    if len(table) != 2 or table[1] != cfg.d_model or table[0] < 1:
-        raise ScenarioError(name, f"has shape {_shape(table)}; expected (vocabulary, {cfg.d_model}), as "
-                            "config.json's sizes give", tensors.where(name))
-    if cfg.family == "gpt2":
-        places = tensors.shape(pre + "wpe.weight")
-        if len(places) != 2 or places[1] != cfg.d_model or places[0] < len(ids):
-            raise ScenarioError(pre + "wpe.weight", f"has shape {_shape(places)}; expected ({len(ids)} or more "
-                                f"positions, {cfg.d_model}) for the text's {len(ids)} tokens",
-                                tensors.where(pre + "wpe.weight"))
-    vocab = table[0]
-    if max(ids) >= vocab:
-        raise ScenarioError("tokenizer.json", f"gives token id {max(ids)}; expected ids below the model's "
-                            f"vocabulary of {vocab}", str(tensors.folder))
-    x = tensors.rows(name, ids)
-    if cfg.family == "gpt2":
-        x += tensors.rows(pre + "wpe.weight", range(len(ids)))
-    return x
-
-
-def block(tensors: Tensors, cfg: Config, layer: int, mlp: bool = True) -> Block:
-    """Block `layer`'s weights; without its MLP when `mlp` is false (the traced layer needs none)."""
-    pre = prefix(tensors, cfg)
-    check_shapes(tensors, shapes(cfg, pre, layer, mlp), optional=_optional(cfg))
-    return (_gpt2 if cfg.family == "gpt2" else _llama)(tensors, cfg, pre, layer, mlp)
-
-
-def _optional(cfg: Config):
-    """GPT-2 saves every bias; the Llama family only where the model has them (Qwen2's q, k, v)."""
-    return (lambda name: False) if cfg.family == "gpt2" else (lambda name: name.endswith(".bias"))
-
-
-def _heads(w: np.ndarray, count: int) -> np.ndarray:
-    """d_model × (count·head_dim) → count × d_model × head_dim (head h's columns h·hd … (h+1)·hd)."""
-    d, width = w.shape
-    return np.ascontiguousarray(w.reshape(d, count, width // count).transpose(1, 0, 2))
-
-
-def _split(b: np.ndarray | None, count: int) -> np.ndarray | None:
-    return None if b is None else b.reshape(count, -1)
-
-
-def _gpt2(t: Tensors, cfg: Config, pre: str, i: int, mlp: bool) -> Block:
-    p, d, h = f"{pre}h.{i}.", cfg.d_model, cfg.heads
-    w, b = t[p + "attn.c_attn.weight"], t[p + "attn.c_attn.bias"]   # Conv1D: (in, out), q|k|v fused
-    norm = lambda name: dict(kind="layer", gain=t[p + name + ".weight"], bias=t[p + name + ".bias"],  # noqa: E731
-                             eps=cfg.eps)
-    return Block(norm_in=norm("ln_1"),
-                 q=_heads(w[:, :d], h), k=_heads(w[:, d:2 * d], h), v=_heads(w[:, 2 * d:], h),
-                 o=t[p + "attn.c_proj.weight"], bq=_split(b[:d], h), bk=_split(b[d:2 * d], h),
-                 bv=_split(b[2 * d:], h), bo=t[p + "attn.c_proj.bias"], norm_mlp=norm("ln_2"),
-                 mlp=dict(up=t[p + "mlp.c_fc.weight"], b_up=t[p + "mlp.c_fc.bias"],
-                          down=t[p + "mlp.c_proj.weight"], b_down=t[p + "mlp.c_proj.bias"]) if mlp else None)
-
-
-def _llama(t: Tensors, cfg: Config, pre: str, i: int, mlp: bool) -> Block:
-    p = f"{pre}layers.{i}."
-
-    def linear(name: str):
-        """nn.Linear keeps (out, in); the rows orientation wants (in, out). Bias only if saved."""
-        bias = p + name + ".bias"
-        return t[p + name + ".weight"].T, (t[bias] if bias in t else None)
-
-    (wq, bq), (wk, bk), (wv, bv) = linear("self_attn.q_proj"), linear("self_attn.k_proj"), linear("self_attn.v_proj")
-    wo, bo = linear("self_attn.o_proj")
-    norm = lambda name: dict(kind="rms", gain=t[p + name + ".weight"], bias=None, eps=cfg.eps)  # noqa: E731
-    return Block(norm_in=norm("input_layernorm"),
-                 q=_heads(wq, cfg.heads), k=_heads(wk, cfg.groups), v=_heads(wv, cfg.groups), o=wo,
-                 bq=_split(bq, cfg.heads), bk=_split(bk, cfg.groups), bv=_split(bv, cfg.groups), bo=bo,
-                 norm_mlp=norm("post_attention_layernorm"),
-                 mlp=_swiglu(linear) if mlp else None)
-
-
-def _swiglu(linear) -> dict:
-    (gate, b_gate), (up, b_up), (down, b_down) = linear("mlp.gate_proj"), linear("mlp.up_proj"), linear("mlp.down_proj")
-    return dict(gate=gate, b_gate=b_gate, up=up, b_up=b_up, down=down, b_down=b_down)
+SWITCHES = {"falcon": falcon}   # families whose declaration depends on config.json's switches

@@ -1,76 +1,124 @@
 """The earlier blocks of a model, run in float64 NumPy to give the residual stream entering the
-traced layer: norm, attention (causal, grouped-query, rotary for Llama), residual, MLP, residual."""
+traced layer: each family's norms where it puts them, its attention with its own mechanisms
+(QK-norm, scaled rotary frequencies or none, soft-capping, ALiBi, windows), its MLP."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from .config import Config
-from .families import Block
+from .. import rope
+from ..alibi import alibi_slopes
+from ..kernels.blas import one_thread
+from .blocks import Block
+from .config import Config, Kind
 
 
-def norm(x: np.ndarray, spec: dict) -> np.ndarray:
-    """LayerNorm ((x − mean) ÷ √(var + eps) · gain + bias) or RMSNorm (x ÷ √(mean x² + eps) · gain)."""
+def norm(x: np.ndarray, spec: dict | None) -> np.ndarray:
+    """LayerNorm ((x − mean) ÷ √(var + eps) · gain + bias) or RMSNorm (x ÷ √(mean x² + eps) · gain);
+    x itself where the family has no norm (spec None)."""
+    if spec is None:
+        return x
     if spec["kind"] == "layer":
         x = x - x.mean(axis=-1, keepdims=True)
     y = x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + spec["eps"]) * spec["gain"]
     return y if spec.get("bias") is None else y + spec["bias"]
 
 
-def rotate(m: np.ndarray, theta: float, offset: int = 0) -> np.ndarray:
-    """Rotary positions, `half` style: the pair (i, i + d/2) of the token at position p turns by
-    p·theta^(−2i/d). m is … × n × d."""
+def rotate(m: np.ndarray, spec: dict) -> np.ndarray:
+    """Rotary positions, `half` style: among the first r features (all, unless the spec says
+    fewer), the pair (i, i + r/2) of the token at position p turns by p·θ_i, θ after any scaling;
+    yarn's attention factor multiplies the turned features. m is … × n × d."""
     n, d = m.shape[-2:]
-    angle = np.arange(offset, offset + n)[:, None] * theta ** (-np.arange(0, d, 2) / d)[None, :]
-    cos, sin = np.cos(angle), np.sin(angle)
-    first, second = m[..., : d // 2], m[..., d // 2:]
-    return np.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
+    r = rope.rotary_dims(spec, d)
+    angle = rope.positions(spec, n)[:, None] * rope.frequencies(spec, r)[None, :]
+    cos, sin = np.cos(angle) * rope.attention_factor(spec), np.sin(angle) * rope.attention_factor(spec)
+    first, second = m[..., : r // 2], m[..., r // 2: r]
+    return np.concatenate([first * cos - second * sin, second * cos + first * sin, m[..., r:]], axis=-1)
 
 
-def attention(h: np.ndarray, blk: Block, theta: float | None) -> np.ndarray:
-    """Causal multi-head attention of the normed stream h (n × d_model), through W_O and its bias."""
-    heads, groups = blk.q.shape[0], blk.k.shape[0]
-    q = h @ blk.q                                     # heads × n × head_dim (one product per head)
-    k = h @ blk.k                                     # groups × n × head_dim
-    v = h @ blk.v
-    if blk.bq is not None:
-        q, k, v = q + blk.bq[:, None], k + blk.bk[:, None], v + blk.bv[:, None]
-    if theta is not None:
-        q, k = rotate(q, theta), rotate(k, theta)
-    share = heads // groups                           # query head h reads group h // share
-    k, v = np.repeat(k, share, axis=0), np.repeat(v, share, axis=0)
-    s = q @ k.transpose(0, 2, 1) / math.sqrt(q.shape[-1])
-    n = h.shape[0]
-    s[:, np.triu(np.ones((n, n), dtype=bool), 1)] = -np.inf
-    w = np.exp(s - s.max(axis=-1, keepdims=True))
-    w /= w.sum(axis=-1, keepdims=True)
-    z = (w @ v).transpose(1, 0, 2).reshape(n, -1)     # n × (heads·head_dim), heads side by side
+def qk_norm(m: np.ndarray, gain: np.ndarray, eps: float, scope: str) -> np.ndarray:
+    """RMS norm of each head's rows (scope "head", gain over head_dim), or of each token's row of
+    every head side by side (scope "all", OLMo 2: gain over heads·head_dim). m is heads × n × d."""
+    if scope == "head":
+        return norm(m, dict(kind="rms", gain=gain, eps=eps))
+    heads, n, d = m.shape
+    flat = m.transpose(1, 0, 2).reshape(n, heads * d)
+    return norm(flat, dict(kind="rms", gain=gain, eps=eps)).reshape(n, heads, d).transpose(1, 0, 2)
+
+
+def mask(n: int, window: int | None) -> np.ndarray:
+    """True where key j is hidden from query i: later keys, and those W or more back."""
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    hidden = j > i
+    return hidden | (i - j >= window) if window is not None else hidden
+
+
+def attention(h: np.ndarray, blk: Block, cfg: Config, kind: Kind) -> np.ndarray:
+    """Multi-head attention of the normed stream h (n × d_model), through W_O and its bias."""
+    q, k, v = _heads(h, blk, cfg, kind)
+    share = q.shape[0] // k.shape[0]                  # query head h reads group h // share
+    with one_thread():   # many small products per head: one BLAS thread each beats two that wait
+        w = weights(q, np.repeat(k, share, axis=0), cfg, kind)
+        z = (w @ np.repeat(v, share, axis=0)).transpose(1, 0, 2).reshape(h.shape[0], -1)   # heads side by side
     out = z @ blk.o
     return out if blk.bo is None else out + blk.bo
 
 
+def _heads(h: np.ndarray, blk: Block, cfg: Config, kind: Kind) -> tuple:
+    """q, k and v, heads (or groups) × n × head_dim: one product each for every head, then
+    QK-norm and the rotation where the layer has them."""
+    def split(w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+        m = h @ w if b is None else h @ w + b
+        return m.reshape(h.shape[0], -1, cfg.head_dim).transpose(1, 0, 2)
+    q, k, v = split(blk.q, blk.bq), split(blk.k, blk.bk), split(blk.v, blk.bv)
+    if blk.q_norm is not None:
+        q, k = (qk_norm(m, g, cfg.eps, cfg.family.qk_norm) for m, g in ((q, blk.q_norm), (k, blk.k_norm)))
+    if kind.rope is not None:
+        q, k = rotate(q, kind.rope), rotate(k, kind.rope)
+    return q, k, v
+
+
+def weights(q: np.ndarray, k: np.ndarray, cfg: Config, kind: Kind) -> np.ndarray:
+    """Each head's attention weights: scaled scores, soft-capped, ALiBi's penalty, the mask, softmax."""
+    n, position = q.shape[1], cfg.family.position
+    s = np.einsum("hid,hjd->hij", q, k, optimize=True) / (cfg.scale or math.sqrt(q.shape[-1]))
+    if cfg.softcap is not None:
+        s = cfg.softcap * np.tanh(s / cfg.softcap)
+    if position.startswith("alibi"):
+        slopes = alibi_slopes(q.shape[0]) / (math.sqrt(q.shape[-1]) if position == "alibi_unscaled" else 1.0)
+        s = s - slopes[:, None, None] * (np.arange(n)[:, None] - np.arange(n)[None, :])
+    s[:, mask(n, kind.window)] = -np.inf
+    w = np.exp(s - s.max(axis=-1, keepdims=True))
+    return w / w.sum(axis=-1, keepdims=True)
+
+
 def mlp(h: np.ndarray, blk: Block, activation: str) -> np.ndarray:
-    """GPT-2: down(gelu(up h)); Llama: down(silu(gate h) ⊙ up h), each with its bias if any."""
+    """Gated: down(act(gate h) ⊙ up h); plain: down(act(up h)); each with its bias if any."""
     m = blk.mlp
 
     def lin(x, w, b):
         return x @ m[w] if m.get(b) is None else x @ m[w] + m[b]
 
+    u = lin(h, "gate" if "gate" in m else "up", "b_gate" if "gate" in m else "b_up")
     if activation == "silu":
-        g = lin(h, "gate", "b_gate")
-        silu = g * 0.5 * (1 + np.tanh(g / 2))            # g·sigmoid(g), without exp overflowing
-        return lin(silu * lin(h, "up", "b_up"), "down", "b_down")
-    u = lin(h, "up", "b_up")
-    if activation == "gelu_tanh":
-        u = 0.5 * u * (1 + np.tanh(math.sqrt(2 / math.pi) * (u + 0.044715 * u ** 3)))
+        u = u * 0.5 * (1 + np.tanh(u / 2))             # u·sigmoid(u), without exp overflowing
+    elif activation in ("gelu_tanh", "gelu_bloom"):    # BLOOM writes √(2/π) as 0.79788456
+        c = 0.79788456 if activation == "gelu_bloom" else math.sqrt(2 / math.pi)
+        u = 0.5 * u * (1 + np.tanh(c * (u + 0.044715 * u ** 3)))
     else:
         from scipy.special import erf
         u = 0.5 * u * (1 + erf(u / math.sqrt(2)))
+    if "gate" in m:
+        u = u * lin(h, "up", "b_up")
     return lin(u, "down", "b_down")
 
 
-def run_block(x: np.ndarray, blk: Block, cfg: Config) -> np.ndarray:
-    """The residual stream after one block (pre-norm: x + attn(norm x), then + mlp(norm x))."""
-    x = x + attention(norm(x, blk.norm_in), blk, cfg.rope_theta)
-    return x + mlp(norm(x, blk.norm_mlp), blk, cfg.activation)
+def run_block(x: np.ndarray, blk: Block, cfg: Config, layer: int) -> np.ndarray:
+    """The residual stream after block `layer`: x + attention, then + MLP, each between the norms
+    its family puts around it; Falcon adds both to the same x (side by side)."""
+    a = norm(attention(norm(x, blk.norm_in), blk, cfg, cfg.kinds[layer]), blk.out_norm)
+    if cfg.family.parallel:
+        return x + a + mlp(norm(x, blk.norm_mlp), blk, cfg.activation)
+    x = x + a
+    return x + norm(mlp(norm(x, blk.norm_mlp), blk, cfg.activation), blk.mlp_out)

@@ -2,17 +2,19 @@
 text, the residual stream entering the layer (the earlier blocks run in NumPy) and its weights."""
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
 import numpy as np
 
 from .. import memory
+from ..alibi import alibi_slopes
 from ..checks import kind, unknown
 from ..errors import ScenarioError
+from .blocks import block, check_all, embed, embed_norm
 from .config import Config, read_config
-from .families import block, check_all, embed
-from .forward import run_block
+from .forward import norm, run_block
 from .hub import find_checkpoint
 from .tokens import encode
 from .weights import Tensors
@@ -24,34 +26,83 @@ TOP_KEYS = ("name", "title", "description", "arithmetic", "model")
 def layer_arrays(path, text: str, layer: int, *, base: Path | None = None) -> dict:
     """Keyword arguments for `tracer.from_arrays` (rows layout) giving layer `layer` of the
     checkpoint at `path` (a folder, or a model name) on `text`; a relative path is taken from
-    `base` when given. Reads only the embeddings and the blocks up to `layer`."""
+    `base` when given. Reads the embeddings' rows of the text and the blocks up to `layer`, one
+    block at a time (each is let go once applied)."""
     folder = find_checkpoint(path, base)
     cfg = read_config(folder)
     if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < cfg.layers:
         raise ScenarioError("model.layer", f"expected a layer from 0 to {cfg.layers - 1} (the model has "
                             f"{cfg.layers}), got {kind(layer)}")
     ids, pieces = encode(folder, text, cfg.positions)
-    if cfg.sliding_window is not None and len(ids) > cfg.sliding_window:
-        raise ScenarioError("model.text", f"gives {len(ids)} tokens; expected at most the model's sliding "
-                            f"window of {cfg.sliding_window} (longer texts are not supported)")
     tensors = Tensors(folder)
     check_all(tensors, cfg, layer)
     x = _stream(tensors, cfg, ids, layer)
     blk = block(tensors, cfg, layer, mlp=False)
     label = Path(os.fspath(path)).name or folder.name
     grouped = f", {cfg.groups} key/value groups" if cfg.groups < cfg.heads else ""
-    listed = lambda a: None if a is None else list(a)  # noqa: E731
+    shape = cfg.kinds[layer].label(cfg.family.position)
+    arrays = mechanisms(blk, cfg, layer)
     return dict(
-        x=x, tokens=pieces, q=list(blk.q), k=list(blk.k), v=list(blk.v), o=blk.o,
-        bq=listed(blk.bq), bk=listed(blk.bk), bv=listed(blk.bv), bo=blk.bo,
-        rope=None if cfg.rope_theta is None else dict(base=cfg.rope_theta, style="half", offset=0),
-        norm_in=blk.norm_in, residual=dict(norm="none"), mask="causal", layout="rows",
+        x=x, tokens=pieces, **arrays,
         name=f"{label}_layer{layer}",
-        title=f"{label}, layer {layer}: {len(ids)} tokens, d_model {cfg.d_model}, {cfg.heads} heads of "
-              f"{cfg.head_dim}{grouped}",
+        title=f"{label}, layer {layer}{f' ({shape})' if shape else ''}: {len(ids)} tokens, d_model {cfg.d_model}, {cfg.heads} heads "
+              f"of {cfg.head_dim}{grouped}",
         description=f"Layer {layer} of {cfg.layers} of the {cfg.model_type} checkpoint {os.fspath(path)!r} "
                     f"on the text {text!r}. x is the residual stream entering the layer, computed by "
-                    "running the earlier blocks; norm_in is the layer's own pre-attention norm.")
+                    f"running the earlier blocks{_features(arrays, shape)}")
+
+
+def _features(arrays: dict, shape: str) -> str:
+    """What sets this layer apart, in the words of its steps, for the scenario's description."""
+    said = [f"; this layer is {shape}"] if shape else [""]
+    if arrays.get("norm_in") is not None:
+        said.append("norm_in is its own pre-attention norm")
+    if "q_norm" in arrays:
+        said.append("q_norm and k_norm RMS-normalise " + ("each head's q and k" if arrays["qk_norm_scope"] == "head"
+                                                          else "q and k over all heads together"))
+    if "defaults" in arrays:
+        said.append(f"its scores are divided by {arrays['defaults']['scale']:g} rather than √d_k")
+    if "softcap" in arrays:
+        said.append(f"capped is {arrays['softcap']:g}·tanh(scaled ÷ {arrays['softcap']:g})")
+    if "alibi" in arrays:
+        said.append("biased subtracts each head's ALiBi slope times the distance to the key")
+    if "out_norm" in arrays:
+        said.append("out_norm normalises the output before the residual adds it")
+    return "; ".join(said) + "."
+
+
+def mechanisms(blk, cfg, layer: int) -> dict:
+    """The layer's weights and its family's mechanisms as `from_arrays` keywords: the norm before
+    the projections, QK-norm, rotary positions (scaled, or none), soft-capping, ALiBi, the window,
+    the scores' scale, the norm of the output; a key is left out where the layer has no such thing."""
+    kind_ = cfg.kinds[layer]
+    def split(w: np.ndarray | None, count: int) -> list | None:
+        """d × (count·head_dim) → count matrices d × head_dim (a bias: count vectors)."""
+        if w is None:
+            return None
+        if w.ndim == 1:
+            return list(w.reshape(count, -1))
+        return list(np.ascontiguousarray(w.reshape(w.shape[0], count, -1).transpose(1, 0, 2)))
+    h, g = cfg.heads, cfg.groups
+    out = dict(q=split(blk.q, h), k=split(blk.k, g), v=split(blk.v, g), o=blk.o, bq=split(blk.bq, h),
+               bk=split(blk.bk, g), bv=split(blk.bv, g), bo=blk.bo, norm_in=blk.norm_in, residual=dict(norm="none"), layout="rows",
+               rope=kind_.rope, mask="causal" if kind_.window is None else f"sliding:{kind_.window}")
+    if blk.q_norm is not None:
+        each = cfg.family.qk_norm == "head"
+        out.update(q_norm=np.tile(blk.q_norm, (cfg.heads, 1)) if each else blk.q_norm.reshape(cfg.heads, -1),
+                   k_norm=np.tile(blk.k_norm, (cfg.groups, 1)) if each else blk.k_norm.reshape(cfg.groups, -1),
+                   qk_norm_eps=cfg.eps, qk_norm_scope=cfg.family.qk_norm)
+    if cfg.softcap is not None:
+        out["softcap"] = cfg.softcap
+    if cfg.family.position.startswith("alibi"):   # Falcon adds them before ÷√d_k: smaller by that
+        unscaled = cfg.family.position == "alibi_unscaled"
+        out["alibi"] = alibi_slopes(cfg.heads) / (math.sqrt(cfg.head_dim) if unscaled else 1.0)
+    if blk.out_norm is not None:
+        out["out_norm"] = dict(kind="rms", gain=blk.out_norm["gain"], eps=blk.out_norm["eps"])
+    if cfg.scale is not None:
+        out["defaults"] = {"scale": cfg.scale}
+    always = ("bq", "bk", "bv", "bo", "rope", "norm_in")
+    return {key: value for key, value in out.items() if value is not None or key in always}
 
 
 def _stream(tensors: Tensors, cfg: Config, ids: list[int], layer: int) -> np.ndarray:
@@ -63,13 +114,14 @@ def _stream(tensors: Tensors, cfg: Config, ids: list[int], layer: int) -> np.nda
     if layer and not memory.fits(need):
         blocks = "block 0" if layer == 1 else f"blocks 0 to {layer - 1}"
         raise ScenarioError("model.text", f"gives {n} tokens; running {blocks} on them {memory.shortfall(need)}")
-    x = embed(tensors, cfg, ids)
-    for i in range(layer):
-        with np.errstate(all="ignore"):
-            x = run_block(x, block(tensors, cfg, i), cfg)
-        if not np.isfinite(x).all():
-            raise ScenarioError(f"block {i}", "leaves float64's range (the residual stream after it holds inf or "
-                                "NaN); expected weights whose outputs stay finite", str(tensors.folder))
+    x = norm(embed(tensors, cfg, ids), embed_norm(tensors, cfg))
+    with tensors.reusing():  # one block read at a time into the same buffers, let go once applied
+        for i in range(layer):
+            with np.errstate(all="ignore"):
+                x = run_block(x, block(tensors, cfg, i), cfg, i)
+            if not np.isfinite(x).all():
+                raise ScenarioError(f"block {i}", "leaves float64's range (the residual stream after it holds inf "
+                                    "or NaN); expected weights whose outputs stay finite", str(tensors.folder))
     return x
 
 
@@ -82,6 +134,9 @@ def keep_heads(arrays: dict, heads) -> dict:
             or len(set(heads)) != len(heads):
         raise ScenarioError("model.heads", f"expected a list of different heads from 0 to {total - 1}, "
                             f"got {kind(heads)}")
+    if arrays.get("qk_norm_scope") == "all":
+        raise ScenarioError("model.heads", "expected no heads list for this model: its QK-norm takes the root "
+                            "mean square over every head together, so one head cannot be traced alone")
     share = total // groups
     group = [h // share for h in heads]
     kept = sorted(set(group))
@@ -92,9 +147,12 @@ def keep_heads(arrays: dict, heads) -> dict:
     rows = [r for h in heads for r in range(h * width, (h + 1) * width)]
     out = dict(arrays, q=[arrays["q"][h] for h in heads], k=[arrays["k"][g] for g in pick],
                v=[arrays["v"][g] for g in pick], o=arrays["o"][rows])
-    if arrays["bq"] is not None:
-        out.update(bq=[arrays["bq"][h] for h in heads], bk=[arrays["bk"][g] for g in pick],
-                   bv=[arrays["bv"][g] for g in pick])
+    for key, kept in (("bq", heads), ("bk", pick), ("bv", pick), ("q_norm", heads), ("k_norm", pick),
+                      ("alibi", heads)):
+        if arrays.get(key) is not None:
+            out[key] = [arrays[key][i] for i in kept]
+    if "alibi" in out:
+        out["alibi"] = np.array(out["alibi"])
     out["title"] += f" (heads {', '.join(map(str, heads))})"
     return out
 
@@ -121,7 +179,10 @@ def section_arrays(data: dict, source: str) -> dict:
 
 def origin(path, text: str, layer: int, heads=None, base: Path | None = None) -> dict:
     """Where a model scenario came from, enough to build its other layers (the heads overview
-    switches between them): the checkpoint's folder, the text, the layer and how many there are."""
+    switches between them): the checkpoint's folder, the text, the layer and how many there are,
+    and each layer's kind in words (sliding or global, its positions)."""
     folder = find_checkpoint(path, base)
-    return {"path": str(folder), "text": text, "layer": layer, "layers": read_config(folder).layers,
-            "heads": None if heads is None else list(heads)}
+    cfg = read_config(folder)
+    kinds = [k.label(cfg.family.position) for k in cfg.kinds]
+    return {"path": str(folder), "text": text, "layer": layer, "layers": cfg.layers,
+            "heads": None if heads is None else list(heads), "kind": kinds[layer], "kinds": kinds}

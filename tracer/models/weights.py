@@ -2,9 +2,11 @@
 from model.safetensors or the shards its index names; bfloat16 straight from the file's bytes."""
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import re
 import struct
 from pathlib import Path
 
@@ -31,6 +33,8 @@ class Tensors:
     def __init__(self, folder: Path):
         self._open = require("safetensors").safe_open
         self.folder, self._where, self._shapes, self._dtypes = folder, {}, {}, {}
+        self._pool: dict | None = None      # float64 buffers reused block after block (reusing())
+        self._offsets: dict = {}            # a file's header, read once for its bfloat16 tensors
         index = folder / INDEX
         if os.path.lexists(index):
             files = sorted(set(_weight_map(index).values()))
@@ -74,6 +78,26 @@ class Tensors:
     def __getitem__(self, name: str) -> np.ndarray:
         return self.rows(name, None)
 
+    @contextlib.contextmanager
+    def reusing(self):
+        """Whole tensors read meanwhile are widened into buffers kept by their place in a block
+        (`layers.#.mlp.up_proj.weight`), so that block after block of the same shapes fills the
+        same memory rather than fresh pages: for a caller that lets each block go before the next
+        is read (the earlier blocks of a layer), never for arrays it hands on."""
+        self._pool = {}
+        try:
+            yield self
+        finally:
+            self._pool = None
+
+    def _buffer(self, name: str, shape: tuple) -> np.ndarray | None:
+        if self._pool is None:
+            return None
+        key = (re.sub(r"\.\d+\.", ".#.", name), shape)
+        if key not in self._pool:
+            self._pool[key] = np.empty(shape, dtype=np.float64)
+        return self._pool[key]
+
     def rows(self, name: str, ids) -> np.ndarray:
         """Rows `ids` of tensor `name` (all of it when ids is None), as float64; only those rows
         are read from the file (an embedding matrix is never loaded whole). Its size is checked
@@ -88,11 +112,17 @@ class Tensors:
             raise ScenarioError(name, f"has shape {shape}: reading it {memory.shortfall(need)}", str(path))
         if dtype == "BF16":
             raw = self._bf16(path, name)
-            return _finite(name, _widen_bf16(raw if ids is None else raw[np.asarray(ids)]), path, ids)
+            if ids is None:
+                return _finite(name, _widen_bf16(raw, self._buffer(name, shape)), path)
+            return _finite(name, _widen_bf16(raw[np.asarray(ids)]), path, ids)
         with self._open(str(path), framework="numpy") as handle:
             part = handle.get_slice(name)
-            out = (part[:] if ids is None else np.concatenate([part[i:i + 1] for i in ids])).astype(np.float64)
-        return _finite(name, out, path, ids)
+            read = part[:] if ids is None else np.concatenate([part[i:i + 1] for i in ids])
+        out = self._buffer(name, shape) if ids is None else None
+        if out is None:
+            return _finite(name, read.astype(np.float64), path, ids)
+        np.copyto(out, read)
+        return _finite(name, out, path)
 
     def _file(self, name: str) -> Path:
         if name not in self._where:
@@ -103,10 +133,13 @@ class Tensors:
     def _bf16(self, path: Path, name: str) -> np.ndarray:
         """The tensor's bytes, memory-mapped as 16-bit words (NumPy has no bfloat16); the file was
         checked whole when opened, so its header and offsets are sound."""
-        with open(path, "rb") as f:
-            size = struct.unpack("<Q", f.read(8))[0]
-            start, _ = json.loads(f.read(size))[name]["data_offsets"]
-        return np.memmap(path, dtype="<u2", mode="r", offset=8 + size + start, shape=self._shapes[name])
+        if path not in self._offsets:
+            with open(path, "rb") as f:
+                size = struct.unpack("<Q", f.read(8))[0]
+                self._offsets[path] = 8 + size, json.loads(f.read(size))
+        data, header = self._offsets[path]
+        start, _ = header[name]["data_offsets"]
+        return np.memmap(path, dtype="<u2", mode="r", offset=data + start, shape=self._shapes[name])
 
 
 def _finite(name: str, a: np.ndarray, path: Path, ids=None) -> np.ndarray:
@@ -134,9 +167,18 @@ def _unreadable(path: Path, err: Exception) -> ScenarioError:
                          "download may have been cut short)", str(path.parent))
 
 
-def _widen_bf16(words: np.ndarray) -> np.ndarray:
-    """bfloat16 is the top half of a float32: shift the 16 bits up and read them as one."""
-    return (np.asarray(words, dtype=np.uint32) << 16).view(np.float32).astype(np.float64)
+def _widen_bf16(words: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """bfloat16 is the top half of a float32: shift the 16 bits up and read them as one; a
+    million at a time through one small scratch, into `out` when given (no fresh pages)."""
+    out = np.empty(words.shape, dtype=np.float64) if out is None else out
+    flat, into = words.reshape(-1), out.reshape(-1)
+    step = max(1, min(flat.size, 2**20))
+    scratch = np.empty(step, dtype=np.uint32)
+    for start in range(0, flat.size, step):
+        part = scratch[: min(step, flat.size - start)]
+        np.left_shift(flat[start:start + part.size], 16, out=part, dtype=np.uint32)
+        into[start:start + part.size] = part.view(np.float32)
+    return out
 
 
 def _weight_map(index: Path) -> dict:

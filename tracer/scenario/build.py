@@ -13,7 +13,7 @@ import numpy as np
 from ..checks import Shapes, choice, kind, labels, matrix, per_head, text, unknown
 from ..errors import ScenarioError, as_text, one_line
 from . import generated as rnd
-from . import parts
+from . import mechanisms, parts, rotary
 from .arrays import with_arrays
 from .core import Scenario
 from .files import read_toml, resolve_path
@@ -21,8 +21,8 @@ from ..masks import read_mask
 
 TOP_KEYS = ("name", "title", "description", "layout", "tokens", "arithmetic", "mask", "x",
             "weights", "residual", "random", "defaults", "features", "rope", "context", "context_tokens",
-            "norm_in", "model", "decode", "value_features")
-WEIGHT_KEYS = ("q", "k", "v", "v_down", "v_up", "o", "bq", "bk", "bv", "bo")
+            "norm_in", "model", "decode", "value_features", "softcap", "alibi", "out_norm")
+WEIGHT_KEYS = ("q", "k", "v", "v_down", "v_up", "o", "bq", "bk", "bv", "bo", "q_norm", "k_norm", "norm_eps", "norm_scope")
 
 
 def load_scenario(spec, model: dict | None = None) -> Scenario:
@@ -102,11 +102,12 @@ def build(data: dict, default_name: str = "scenario", source: str | None = None)
         title=text(data, "title", ""), description=text(data, "description", "", single_line=False),
         preset=preset, defaults=defaults, residual=parts.residual(data.get("residual")),
         source=source, random=data.get("random"), context=context, context_tokens=context_tokens,
-        rope=parts.rope(data.get("rope"), w["w_q"].shape[2], n), norm_in=parts.norm_in(data.get("norm_in"), x.shape[1]),
+        rope=rotary.rope(data.get("rope"), w["w_q"].shape[2], n, context is not None), norm_in=parts.norm_in(data.get("norm_in"), x.shape[1]),
         features=labels(data["features"], x.shape[1], "features") if "features" in data else None,
         decode=parts.decode(data.get("decode"), n, mask, context is not None), files=tuple(files), **w)
     if "value_features" in data:   # named once d_v is known: what each column of v and z holds
         scenario.value_features = labels(data["value_features"], scenario.d_v, "value_features")
+    _mechanisms(scenario, data)
     if scenario.residual is not None and scenario.d_out != scenario.d_model:
         what = "weights.o's d_out" if scenario.w_o is not None else "heads·d_v"
         raise ScenarioError("residual", f"expected the attention output to be as wide as x (d_model = "
@@ -114,6 +115,16 @@ def build(data: dict, default_name: str = "scenario", source: str | None = None)
     if scenario.random is None:  # a [random] section was sized before anything was drawn
         rnd.refuse_if_too_big(rnd.run_bytes(scenario.dims(), itemsize), "x", "a run", scenario.n)
     return scenario
+
+
+def _mechanisms(scenario: Scenario, data: dict) -> None:
+    """QK-norm, soft-capping, ALiBi and the output's norm, once the sizes are known."""
+    for key, value in mechanisms.qk_norm(data["weights"], scenario.heads, scenario.groups, scenario.d_k).items():
+        setattr(scenario, key, value)
+    scenario.softcap = mechanisms.softcap(data.get("softcap"))
+    scenario.alibi = mechanisms.alibi(data.get("alibi"), scenario.heads, scenario.context is not None)
+    scenario.out_norm = mechanisms.out_norm(data.get("out_norm"), scenario.d_out)
+    mechanisms.refuse_with_decode(scenario)
 
 
 def _file_name(stem: str) -> str:
@@ -209,16 +220,22 @@ def from_arrays(x, q, k, v=None, o=None, *, layout: str = "rows", mask=None, tok
                 name: str = "mine", title: str = "", description: str = "", v_down=None, v_up=None,
                 residual: dict | None = None, arithmetic: str = "exact", bq=None, bk=None, bv=None, bo=None,
                 rope: dict | None = None, context=None, context_tokens=None, norm_in: dict | None = None,
-                features=None, decode: int | None = None, value_features=None) -> Scenario:
+                features=None, decode: int | None = None, value_features=None, q_norm=None, k_norm=None,
+                qk_norm_eps: float | None = None, qk_norm_scope: str | None = None, softcap: float | None = None,
+                alibi=None, out_norm: dict | None = None, defaults: dict | None = None) -> Scenario:
     """A scenario from your own matrices (e.g. weights taken from a real model): the same
     layouts, shapes and checks as a scenario file; q may be one matrix or one per head, k and v one
-    per head or one per group (grouped-query), v = "k" reuses the keys; biases are vectors."""
+    per head or one per group (grouped-query), v = "k" reuses the keys; biases and QK-norm's gains
+    are vectors (one, or one per head); alibi is True or the slopes; defaults are arithmetic keys."""
     data = {"name": name, "title": title, "description": description, "layout": layout, "x": x,
             "arithmetic": arithmetic,
             "weights": {key: val for key, val in dict(q=q, k=k, v=v, o=o, v_down=v_down, v_up=v_up,
-                                                      bq=bq, bk=bk, bv=bv, bo=bo).items() if val is not None}}
+                                                      bq=bq, bk=bk, bv=bv, bo=bo, q_norm=q_norm, k_norm=k_norm,
+                                                      norm_eps=qk_norm_eps, norm_scope=qk_norm_scope).items()
+                        if val is not None}}
     optional = dict(tokens=tokens, residual=residual, rope=rope, context=context, context_tokens=context_tokens,
                     norm_in=norm_in, features=features, decode=None if decode is None else {"prompt": decode},
-                    mask=mask, value_features=value_features)
+                    mask=mask, value_features=value_features, softcap=softcap, alibi=alibi, out_norm=out_norm,
+                    defaults=defaults)
     data.update({key: val for key, val in optional.items() if val is not None})
     return build(data, default_name=name if isinstance(name, str) else "mine")

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import as_text
+from ..rope import freeze
 from ..steps.base import Dims
 
 
@@ -39,7 +40,9 @@ class Scenario:
     b_v: np.ndarray | None = None         # groups × d_v
     b_o: np.ndarray | None = None         # 1 × d_out
     v_is_k: bool = False                  # v = "k": the values are the keys
-    rope: dict | None = None              # {"base": float, "style": "half" | "interleaved", "offset": int}
+    rope: dict | None = None              # {"base": float, "style": "half" | "interleaved", "offset": int,
+    #                                       "scaling": None | {"type": "linear" | "llama3" | "yarn", "factor", …},
+    #                                       "dims": None | r (only the first r features of a head rotate)}
     context: np.ndarray | None = None     # M × d_context: cross-attention's keys and values come from here
     context_tokens: list[str] | None = None
     norm_in: dict | None = None           # {"kind": "layer" | "rms", "gain", "bias", "eps"}: before the projections
@@ -48,6 +51,15 @@ class Scenario:
     value_features: list[str] | None = None   # names of the values' features (d_v: v's and z's columns)
     model: dict | None = None             # a checkpoint's layer: where it came from (tracer.models.origin)
     decode: int | None = None             # [decode] prompt: the first P tokens at once, then one at a time
+    q_norm: np.ndarray | None = None      # QK-norm's gain: heads × d_k (the effective gain: Gemma's 1 + w)
+    k_norm: np.ndarray | None = None      # groups × d_k
+    qk_norm_eps: float = 1e-6
+    qk_norm_scope: str = "head"           # "head": RMS over each head's d_k (Qwen3, Gemma 3); "all": over the
+    #                                       whole projected width, every head's q (every group's k) together (OLMo 2)
+    softcap: float | None = None          # C: h.capped = C·tanh(h.scaled / C), before the mask
+    alibi: np.ndarray | None = None       # one slope per head: h.biased = h.scaled − m_h·(i − j)
+    out_norm: dict | None = None          # {"kind": "rms", "gain": 1 × d_out, "eps"}: a norm of the attention's
+    #                                       output before the residual (residual = x + out_norm)
 
     @property
     def groups(self) -> int:
@@ -96,7 +108,8 @@ class Scenario:
         arrays = {"x": self.x, "weights.q": self.w_q, "weights.k": self.w_k, "weights.v": self.w_v,
                   "weights.v_down": self.w_v_down, "weights.v_up": self.w_v_up, "weights.o": self.w_o,
                   "weights.bq": self.b_q, "weights.bk": self.b_k, "weights.bv": self.b_v, "weights.bo": self.b_o,
-                  "context": self.context}
+                  "context": self.context, "weights.q_norm": self.q_norm, "weights.k_norm": self.k_norm,
+                  "alibi": self.alibi, "out_norm.gain": (self.out_norm or {}).get("gain")}
         return {name: float(max(a.max(), -a.min())) for name, a in arrays.items() if a is not None and a.size}
 
     @functools.cached_property
@@ -108,7 +121,8 @@ class Scenario:
             return False
         norm = self.norm_in or {}
         return exact_values(self.x, self.w_q, self.w_k, self.w_v, self.w_v_down, self.w_v_up, self.w_o,
-                            self.b_q, self.b_k, self.b_v, self.b_o, self.context, norm.get("gain"), norm.get("bias"))
+                            self.b_q, self.b_k, self.b_v, self.b_o, self.context, norm.get("gain"), norm.get("bias"),
+                            self.q_norm, self.k_norm, self.alibi, (self.out_norm or {}).get("gain"))
 
     def dims(self) -> Dims:
         """The sizes and switches a plan (and so a memory estimate) depends on (computed once:
@@ -122,12 +136,14 @@ class Scenario:
         return Dims(n=self.n, d_model=self.d_model, heads=self.heads, d_k=self.d_k, d_v=self.d_v,
                     d_out=self.d_out, rank=self.rank or 0, output=self.w_o is not None,
                     residual=None if self.residual is None else self.residual["norm"],
-                    m=self.m, groups=self.groups, rope_spec=tuple(sorted(self.rope.items())) if self.rope else (),
+                    m=self.m, groups=self.groups, rope_spec=freeze(self.rope) if self.rope else (),
                     d_context=None if self.context is None else self.context.shape[1],
                     norm_in=self.norm_in is not None, prompt=self.decode,
                     norm_kind=self.norm_in["kind"] if self.norm_in else "layer", v_is_k=self.v_is_k,
                     biases=frozenset(k for k, b in (("q", self.b_q), ("k", self.b_k), ("v", self.b_v),
-                                                    ("o", self.b_o)) if b is not None))
+                                                    ("o", self.b_o)) if b is not None),
+                    qk_norm=None if self.q_norm is None else self.qk_norm_scope, softcap=self.softcap,
+                    alibi=self.alibi is not None, out_norm=self.out_norm is not None)
 
     def describe(self) -> dict:
         """What the exports write about the scenario."""
@@ -148,4 +164,12 @@ class Scenario:
             out["decode"] = {"prompt": self.decode}
         if self.norm_in is not None:
             out["norm_in"] = {"kind": self.norm_in["kind"], "eps": self.norm_in["eps"]}
+        if self.q_norm is not None:
+            out["qk_norm"] = {"eps": self.qk_norm_eps, "scope": self.qk_norm_scope}
+        if self.softcap is not None:
+            out["softcap"] = self.softcap
+        if self.alibi is not None:
+            out["alibi"] = [float(m) for m in self.alibi]
+        if self.out_norm is not None:
+            out["out_norm"] = {"kind": self.out_norm["kind"], "eps": self.out_norm["eps"]}
         return out

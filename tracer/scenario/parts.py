@@ -1,5 +1,6 @@
-"""The optional parts of a layer, each read and checked on its own: biases, rotary positions,
-the pre-attention norm, the context of cross-attention, the residual connection."""
+"""The optional parts of a layer, each read and checked on its own: biases, the pre-attention norm,
+the context of cross-attention, the residual connection (rotary positions: rotary.py; the
+mechanisms of today's checkpoints: mechanisms.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,49 +8,24 @@ import numpy as np
 from ..checks import choice, kind, labels, matrix, number, unknown
 from ..errors import ScenarioError
 
-ROPE_KEYS = ("base", "style", "offset")
 NORM_KEYS = ("kind", "gain", "bias", "eps")
 
 
-def vectors(value, name: str, count: int, width: int) -> np.ndarray:
-    """One bias vector for all `count` heads, or a list of one per head: count × width."""
+def vectors(value, name: str, count: int, width: int, size: str = "") -> np.ndarray:
+    """One bias vector for all `count` heads, or a list of one per head: count × width (`size`:
+    the width's name, for the message)."""
     if isinstance(value, np.ndarray) and value.ndim == 1:
         value = value[None, :]
     if isinstance(value, (list, tuple)) and value and not isinstance(value[0], (list, tuple, np.ndarray)):
         value = [value]
     rows = matrix(value, name)
     if rows.shape[1] != width:
-        raise ScenarioError(name, f"expected vectors of {width} numbers, got {rows.shape[1]}")
+        raise ScenarioError(name, f"expected vectors of {width} numbers{f' ({size})' if size else ''}, got {rows.shape[1]}")
     if rows.shape[0] == 1:
         return np.repeat(rows, count, axis=0)
     if rows.shape[0] != count:
         raise ScenarioError(name, f"expected one vector for all heads or {count} (one per head), got {rows.shape[0]}")
     return rows
-
-
-EXACT = 2**53   # float64 holds every whole number up to here: beyond, neighbouring positions merge
-
-
-def rope(value, d_k: int, n: int = 1) -> dict | None:
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise ScenarioError("rope", f"expected a table with base, style and offset, got {kind(value)}")
-    unknown(value, ROPE_KEYS, "rope.")
-    base = number(value.get("base", 10000.0), "rope.base")
-    if base <= 1:
-        raise ScenarioError("rope.base", f"expected a number > 1, got {kind(value.get('base'))}")
-    style = choice(value, "style", ("half", "interleaved"), "half", "rope.style")
-    offset = value.get("offset", 0)
-    if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
-        raise ScenarioError("rope.offset", f"expected a whole number ≥ 0 (the first token's position), got {kind(offset)}")
-    offset = int(offset)   # a NumPy integer would wrap around in the sum below
-    if offset + n - 1 > EXACT:   # the angles are position × frequency in float64
-        raise ScenarioError("rope.offset", f"expected at most {EXACT - n + 1} for {n} tokens (positions beyond 2^53 "
-                            f"can no longer be told apart in float64), got {offset}")
-    if d_k % 2:
-        raise ScenarioError("rope", f"expected an even d_k (RoPE rotates pairs of features), got d_k = {d_k}")
-    return {"base": base, "style": style, "offset": int(offset)}
 
 
 def norm_in(value, d_model: int) -> dict | None:

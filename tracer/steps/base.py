@@ -30,17 +30,27 @@ class Dims:
     residual: str | None = None   # None, "none" (R = X + O only) or "layer" (then a norm)
     m: int | None = None          # keys (the context's tokens under cross-attention); None: n
     groups: int | None = None     # key/value heads (grouped-query when fewer than heads); None: heads
-    rope_spec: tuple = ()         # rotary positions on q and k: (("base", b), ("style", s), ("offset", o))
+    rope_spec: tuple = ()         # rotary positions on q and k: rope.freeze of the scenario's spec
     d_context: int | None = None  # the context's width under cross-attention
     norm_in: bool = False         # a norm before the projections (a real model's layer)
     norm_kind: str = "layer"      # its kind: "layer" or "rms"
     biases: frozenset = frozenset()   # which projections add a bias: "q", "k", "v", "o"
     v_is_k: bool = False          # the values are the keys
     prompt: int | None = None     # [decode]: tokens processed at once before decoding one at a time
+    qk_norm: str | None = None    # QK-norm's scope ("head" or "all"), None without it
+    softcap: float | None = None  # the scores' cap C
+    alibi: bool = False           # a linear penalty on each key's distance (ALiBi)
+    out_norm: bool = False        # a norm of the attention's output before the residual
 
     @property
     def rope(self) -> dict | None:
-        return dict(self.rope_spec) if self.rope_spec else None
+        from ..rope import thaw
+        return thaw(self.rope_spec) if self.rope_spec else None
+
+    @property
+    def pairs(self) -> int:
+        """Rotated pairs of features per head (partial rotary: fewer than d_k/2)."""
+        return (self.rope.get("dims") or self.d_k) // 2 if self.rope_spec else 0
 
     @property
     def keys(self) -> int:
@@ -52,9 +62,10 @@ class Dims:
 
     @property
     def textbook(self) -> bool:
-        """The 2017 layer: no biases, groups, rotations, norm before it, context or shared keys."""
+        """The 2017 layer: no biases, groups, rotations, norms, context, shared keys or mechanisms
+        of today's checkpoints."""
         return not (self.grouped or self.rope_spec or self.norm_in or self.v_is_k or self.d_context
-                    or self.biases - {"o"})
+                    or self.biases - {"o"} or self.qk_norm or self.softcap or self.alibi or self.out_norm)
 
     @property
     def grouped(self) -> bool:
@@ -76,15 +87,26 @@ class Kind:
     width: Callable[[Dims], int] | None = None   # a column count the axes do not give (concat)
     short: str | None = None                     # the kind as ids write it, when the registry's name differs
                                                  # (`blk_max` is the `max` of `h0.blk2.max`)
+    chain: str | None = None                     # the quantity it is a stage of ("query": q, q_norm, q_rot;
+                                                 # "logits": scores … masked): a reader takes its latest stage
 
     @property
     def word(self) -> str:
         return self.short or self.name
 
 
-def register(kind: Kind) -> Kind:
-    assert kind.scope in SCOPES and kind.name not in KINDS, kind.name
-    KINDS[kind.name] = kind
+def register(kind: Kind, after: str | None = None) -> Kind:
+    """Adds a kind to the registry: at the end, or right after the kind `after` (a mechanism's
+    module says where its step sits in the computation, wherever it is imported)."""
+    assert kind.scope in SCOPES and kind.name not in KINDS and (after is None or after in KINDS), kind.name
+    if after is None:
+        KINDS[kind.name] = kind
+        return kind
+    order = list(KINDS.items())
+    at = next(n for n, (name, _) in enumerate(order) if name == after) + 1
+    order.insert(at, (kind.name, kind))
+    KINDS.clear()
+    KINDS.update(order)
     return kind
 
 
@@ -125,6 +147,29 @@ class Context:
     def last(self, head: int | None, *kinds: str) -> str:
         """The first of `kinds` present, as an id: what a step reads when earlier steps are optional."""
         return next(self.sid(k, head) for k in kinds if self.has(k))
+
+    def latest(self, head: int | None, chain: str, before: str) -> str | None:
+        """The id of the last stage of `chain` present that is computed before kind `before` (the
+        queries a rotation reads: q_norm when there is QK-norm, else q), or None."""
+        kind = latest_stage(self.present, chain, before)
+        return None if kind is None else self.sid(kind, head)
+
+
+def stages(chain: str) -> list[str]:
+    """The kinds of a chain, in computation order."""
+    return [name for name, kind in KINDS.items() if kind.chain == chain]
+
+
+def latest_stage(present, chain: str, before: str | None = None) -> str | None:
+    """The last kind of `chain` in `present` (kind names) that is registered before `before`
+    (anywhere, when None)."""
+    found = None
+    for name, kind in KINDS.items():
+        if name == before:
+            break
+        if kind.chain == chain and name in present:
+            found = name
+    return found
 
 
 @dataclass(frozen=True)

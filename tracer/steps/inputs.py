@@ -115,10 +115,10 @@ register(Kind(
 
 _projection("q", "Queries", ("token", "d_k"), "head",
             "A query is what a token is looking for. It is the token's features passed through W_Q, "
-            "a matrix the model learns.")
+            "a matrix the model learns.", chain="query")
 _projection("k", "Keys", _kv_axes("d_k"), "kv",
             "A key is what a token offers to be found by. Queries are compared with keys; a separate "
-            "matrix W_K lets 'what I look for' differ from 'what I am'.")
+            "matrix W_K lets 'what I look for' differ from 'what I am'.", chain="key")
 _projection("v_down", "Values, down-projected", _kv_axes("rank"), "kv",
             "A low-rank value map first squeezes each token into a few numbers (W_V↓), then spreads "
             "them back out (W_V↑): far fewer parameters than a full W_V.",

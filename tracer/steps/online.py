@@ -43,7 +43,8 @@ def _inputs(*kinds: str):
         got = []
         for kind in kinds:
             if kind in ("q", "k", "v"):
-                got.append(ctx.last(h, f"{kind}_rot", kind) if kind != "v" else ctx.sid("v", h))
+                got.append(ctx.latest(h, {"q": "query", "k": "key"}[kind], "blk_scores") if kind != "v"
+                           else ctx.sid("v", h))
             elif kind.startswith("prev."):
                 got += [step_id(kind[5:], h, block=j - 1)] if j > 0 else []
             else:

@@ -80,11 +80,13 @@ register(Kind(
     "W_O mixes the joined heads back into one vector per token, of the width the next layer expects.",
     formula=_out_formula, explain=_out_explain,
     sources=lambda cell: whole_row(cell.step.inputs[0], cell.i, cell.rows(cell.step.inputs[0]).shape[1]),
-    inputs=lambda ctx, h: [_last_head_output(ctx)], present=lambda ctx: ctx.dims.output))
+    inputs=lambda ctx, h: [_last_head_output(ctx)], present=lambda ctx: ctx.dims.output, chain="output"))
 
 
 def _attention_output(ctx) -> str:
-    return ctx.sid("out") if ctx.has("out") else _last_head_output(ctx)
+    """What the residual adds to x: the latest stage of the layer's output (out, its norm), or the
+    heads' outputs as they are."""
+    return ctx.latest(None, "output", "residual") or _last_head_output(ctx)
 
 
 def _residual_explain(cell) -> str:
@@ -97,7 +99,8 @@ register(Kind(
     "residual", "Residual", ("token", "d_model"), "layer",
     "The attention output is added to the input rather than replacing it: the layer only "
     "has to learn a change, and the original signal survives deep stacks.",
-    formula=lambda ctx: "R = X + " + {"out": "O", "concat": "concat"}.get(_attention_output(ctx), "Z"),
+    formula=lambda ctx: "R = X + " + {"out": "O", "concat": "concat", "out_norm": "RMSNorm(O)"}.get(
+        _attention_output(ctx), "Z"),
     explain=_residual_explain,
     sources=lambda cell: {"x": [(cell.at, cell.j)], cell.step.inputs[1]: [(cell.i, cell.j)]},
     inputs=lambda ctx, h: ["x", _attention_output(ctx)], present=lambda ctx: ctx.dims.residual is not None))

@@ -34,7 +34,8 @@ register(Kind(
     "way, a similarity. Every query is compared with every key.",
     formula=lambda ctx: "S = Kᵀ·Q" if ctx.columns else "S = Q·Kᵀ",
     explain=_scores_explain, sources=_scores_sources,
-    inputs=lambda ctx, h: [ctx.last(h, "q_rot", "q"), ctx.last(h, "k_rot", "k")], present=standard))
+    inputs=lambda ctx, h: [ctx.latest(h, "query", "scores"), ctx.latest(h, "key", "scores")], present=standard,
+    chain="logits"))
 
 
 def _scaled_formula(ctx) -> str:
@@ -66,7 +67,7 @@ register(Kind(
     "arithmetic (scale = floor) divides by √d_k rounded and keeps the whole part, ⌊s ÷ round(√d_k)⌋, "
     "so that every number stays a whole number.",
     formula=_scaled_formula, explain=_scaled_explain, sources=_same_cell,
-    inputs=lambda ctx, h: [ctx.sid("scores", h)], present=standard))
+    inputs=lambda ctx, h: [ctx.sid("scores", h)], present=standard, chain="logits"))
 
 
 def _masked_explain(cell) -> str:
@@ -74,19 +75,29 @@ def _masked_explain(cell) -> str:
     query, key = cell.token(cell.i), cell.key_token(cell.j)
     if cell.trace.allowed[cell.i, cell.j]:
         return f"= {cell.f(s)}   (query {query} may see key {key})"
-    return f"= −∞   (key {key} {describe(cell.trace.mask)} query {query}: masked)"
+    return f"= −∞   (key {key} {describe(cell.trace.mask, cell.at, cell.starts[1] + cell.j)} query {query}: masked)"
 
 
 _MASK_FORMULA = {"causal": "S, with −∞ where the key comes after the query (causal)",
                  "causal_lower_right": "S, with −∞ where key j > i + (keys − queries) (causal, lower right)",
                  "matrix": "S, with −∞ where the mask forbids the key"}
 
+def _masked_formula(ctx) -> str:
+    mask = ctx.mask if isinstance(ctx.mask, str) else "matrix"
+    if mask.startswith("streaming:"):
+        sinks, width = mask.split(":")[1:]
+        first = "first key" if sinks == "1" else f"first {sinks} keys"
+        return f"S, with −∞ except on the {first} and the last {width} (streaming)"
+    if mask.startswith("sliding:"):
+        return f"S, with −∞ outside the window of the last {mask.partition(':')[2]} keys (sliding)"
+    return _MASK_FORMULA[mask]
+
+
 register(Kind(
     "masked", "Masked scores", ("query", "key"), "head",
     "A mask hides some keys from some queries (a GPT-style model must not see the words after the "
     "one it predicts): those scores become −∞, whose power is exactly 0, so they get no weight at all.",
-    formula=lambda ctx: _MASK_FORMULA.get(ctx.mask if isinstance(ctx.mask, str) else "matrix",
-                                          "S, with −∞ outside the window of the last {} keys (sliding)").format(
-                                              str(ctx.mask).partition(":")[2]),
+    formula=_masked_formula,
     explain=_masked_explain, sources=_same_cell,
-    inputs=lambda ctx, h: [ctx.sid("scaled", h)], present=lambda ctx: ctx.masked and standard(ctx)))
+    inputs=lambda ctx, h: [ctx.latest(h, "logits", "masked")], present=lambda ctx: ctx.masked and standard(ctx),
+    chain="logits"))

@@ -40,7 +40,7 @@ register(Kind(
     "in place of eˣ to keep fractions simple.",
     formula=_exp_formula, explain=_exp_explain,
     sources=lambda cell: {cell.step.inputs[0]: [(cell.i, cell.j)]},
-    inputs=lambda ctx, h: [ctx.last(h, "masked", "scaled")], present=_softmax))
+    inputs=lambda ctx, h: [ctx.latest(h, "logits", "exp")], present=_softmax))
 
 
 def _sums_explain(cell) -> str:
@@ -83,4 +83,4 @@ register(Kind(
     formula=lambda ctx: "A = powers ÷ sums" if ctx.arithmetic.normalize == "softmax" else "A = max(0, s)",
     explain=_weights_explain, sources=_weights_sources,
     inputs=lambda ctx, h: ([ctx.sid("exp", h), ctx.sid("sums", h)] if _softmax(ctx)
-                           else [ctx.last(h, "masked", "scaled")]), present=standard))
+                           else [ctx.latest(h, "logits", "weights")]), present=standard))

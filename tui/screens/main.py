@@ -14,7 +14,7 @@ from tracer.numbers import fractions_for, tolerance
 
 from ..commands import StepCommands
 from ..messages import Compiling, GoTo
-from ..session import (Session, axis_labels, carry_cell, cell_name, head_step_id, head_steps, input_panels,
+from ..session import (Session, axis_labels, scenario_label, carry_cell, cell_name, head_step_id, head_steps, input_panels,
                        other_head_panel, summary)
 from ..widgets.answer import AnswerLine
 from ..widgets.cell_info import CellInfo
@@ -124,7 +124,8 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
         if self.sheet:
             self._fill_sheet()
         self.query_one(StepList).show(head_steps(trace, self.head), step_id, self.head, trace.heads)
-        self.query_one(StatusBar).set_where(trace.scenario.name, step_id, *self._where()[1:])
+        name, *rest = self._where()
+        self.query_one(StatusBar).set_where(name, step_id, *rest)
         self.query_one(Progress).show(trace, step)
         self.query_one(StepInfo).show(step, axes, trace.warnings,
                                       trace.scenario if step.id == "x" else None, notes(trace, step),
@@ -135,7 +136,7 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
     def _where(self) -> tuple[str, str, str, str]:
         trace = self.trace
         heads = f"head {self.head} of 0–{trace.heads - 1}" if trace.heads > 1 else ""
-        return (trace.scenario.name, heads, self.session.label(),
+        return (scenario_label(trace.scenario), heads, self.session.label(),
                 summary(trace.arithmetic, trace.scenario.d_k))
 
     def written_fractions(self) -> bool:

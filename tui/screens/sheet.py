@@ -40,5 +40,6 @@ class SheetMixin:
         step = self.trace.step(message.step_id)
         self.step_id, self.cell = message.step_id, self.active_view().cursor
         self.head = step.head if step.head is not None else self.head
-        self.query_one(StatusBar).set_where(self.trace.scenario.name, self.step_id, *self._where()[1:])
+        name, *rest = self._where()
+        self.query_one(StatusBar).set_where(name, self.step_id, *rest)
         self.show_cell()

@@ -1,0 +1,157 @@
+"""The mechanisms of today's checkpoints (CONTRACT §13), written by hand, against a NumPy layer written
+here from the papers' formulas: QK-norm (per head and over the whole width), rotary frequencies scaled
+by linear, llama3 and yarn (with its attention factor) and partial rotary, soft-capping, ALiBi, the
+streaming mask and a norm of the output; both layouts, float64 and float32, the stage and the fused paths."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import tracer
+from mechanisms_reference import reference
+
+
+# ---------------------------------------------------------------- a layer with every mechanism
+
+SCALINGS = [None, dict(type="linear", factor=4.0),
+            dict(type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=40),
+            dict(type="yarn", factor=4.0, original_max_position_embeddings=40, beta_fast=8.0, beta_slow=1.0)]
+
+
+def layer(rng, n, heads, groups, d_k, *, scope="head", scaling=None, dims=None, softcap=None, alibi=False,
+          norm=True, out_norm=True, style="half"):
+    d = 6
+    r = lambda *shape: rng.normal(size=shape)  # noqa: E731
+    a = dict(x=r(n, d), q=list(r(heads, d, d_k)), k=list(r(groups, d, d_k)), v=list(r(groups, d, d_k)),
+             o=r(heads * d_k, d), residual=dict(norm="none"))
+    if norm:
+        a.update(q_norm=list(r(heads, d_k)), k_norm=list(r(groups, d_k)), qk_norm_eps=1e-5, qk_norm_scope=scope)
+    if style:
+        a["rope"] = dict(base=30.0, style=style, offset=3, **({"scaling": scaling} if scaling else {}),
+                         **({"dims": dims} if dims else {}))
+    if softcap:
+        a["softcap"] = softcap
+    if alibi:
+        a["alibi"] = tracer.alibi_slopes(heads) * 4
+    if out_norm:
+        a["out_norm"] = dict(kind="rms", gain=r(d), eps=1e-6)
+    return a
+
+
+def columns(a: dict) -> dict:
+    """The same layer written the columns way: every matrix transposed."""
+    b = dict(a, x=a["x"].T, o=a["o"].T, layout="columns")
+    for key in ("q", "k", "v"):
+        b[key] = [w.T for w in a[key]]
+    return b
+
+
+def check(trace, ref: dict, tol: float) -> None:
+    for sid, want in ref.items():
+        assert sid in trace, sid
+        np.testing.assert_allclose(trace.rows(sid), want, rtol=tol, atol=tol, err_msg=sid)
+
+
+@settings(max_examples=25)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 6), shape=st.sampled_from([(1, 1), (2, 1), (2, 2), (4, 2), (4, 1)]),
+       d_k=st.sampled_from([2, 4, 6]), scope=st.sampled_from(["head", "all"]), scaling=st.sampled_from(SCALINGS),
+       partial=st.booleans(), cap=st.sampled_from([None, 0.7, 5.0]), alibi=st.booleans(),
+       mask=st.sampled_from(["none", "causal", "sliding:2", "streaming:1:2", "streaming:0:1"]),
+       layout=st.sampled_from(["rows", "columns"]), style=st.sampled_from(["half", "interleaved", None]))
+def test_every_mechanism_matches_numpy(seed, n, shape, d_k, scope, scaling, partial, cap, alibi, mask, layout, style):
+    rng = np.random.default_rng(seed)
+    heads, groups = shape
+    dims = 2 if partial and style and d_k > 2 else None
+    a = layer(rng, n, heads, groups, d_k, scope=scope, scaling=scaling if style else None, dims=dims,
+              softcap=cap, alibi=alibi, style=style)
+    trace = tracer.run(tracer.from_arrays(**(columns(a) if layout == "columns" else a), mask=mask))
+    check(trace, reference(a, mask), 1e-9)
+    if layout == "columns":   # the exports' orientation: transposes of the rows
+        np.testing.assert_array_equal(trace["h0.weights"], trace.rows("h0.weights").T)
+
+
+@pytest.mark.parametrize("dtype,tol", [("float64", 1e-10), ("float32", 2e-4)])
+@pytest.mark.parametrize("engine", ["stages", "fused"])
+def test_both_dtypes_and_engines(dtype, tol, engine):
+    rng = np.random.default_rng(4)
+    a = layer(rng, 9, 4, 2, 4, scope="all", scaling=SCALINGS[3], softcap=3.0, alibi=True)
+    trace = tracer.run(tracer.from_arrays(**a, mask="streaming:2:3"), dtype=dtype, engine=engine)
+    check(trace, reference(a, "streaming:2:3"), tol)
+    assert trace.engine == "stages"   # the fused kernels neither cap nor bias: the stage path runs them
+
+
+@pytest.fixture(scope="module")
+def large():
+    """Large enough for the fused path (heads · n² ≥ 2^20): every mechanism the fused kernels run
+    (QK-norm, scaled and partial rotary positions, the streaming mask, the output's norm)."""
+    rng = np.random.default_rng(8)
+    return {scope: layer(rng, 512, 4, 2, 8, scope=scope, scaling=SCALINGS[2], dims=4) for scope in ("head", "all")}
+
+
+@pytest.mark.parametrize("scope", ["head", "all"])
+@pytest.mark.parametrize("lazy", [False, True])
+def test_the_fused_path_runs_qk_norm_scaled_rotary_and_the_output_norm(large, scope, lazy):
+    a = large[scope]
+    sc = tracer.from_arrays(**a, mask="streaming:4:100")
+    trace = tracer.run(sc, lazy=lazy)
+    assert trace.engine == "fused"
+    ref = reference(a, "streaming:4:100")
+    for sid in ("h0.q_norm", "h3.q_rot", "h1.weights", "h3.z", "out_norm", "residual"):
+        np.testing.assert_allclose(trace.rows(sid), ref[sid], rtol=1e-9, atol=1e-9, err_msg=sid)
+    np.testing.assert_allclose(tracer.attention(sc), ref["residual"], rtol=1e-9, atol=1e-9)
+    stages = tracer.run(sc, engine="stages", lazy=True)
+    np.testing.assert_allclose(stages.rows("kv1.k_norm"), trace.rows("kv1.k_norm"), rtol=1e-12, atol=1e-12)
+
+
+def test_softcap_and_alibi_at_fused_size_fall_back_to_the_stage_path():
+    rng = np.random.default_rng(9)
+    a = layer(rng, 512, 4, 4, 4, softcap=2.0, alibi=True, out_norm=False, norm=False, style=None)
+    sc = tracer.from_arrays(**a, mask="causal")
+    trace = tracer.run(sc, lazy=True)
+    assert trace.engine == "stages"
+    ref = reference(a)
+    for sid in ("h0.capped", "h3.biased", "h2.weights", "residual"):
+        np.testing.assert_allclose(trace.rows(sid), ref[sid], rtol=1e-9, atol=1e-9, err_msg=sid)
+    np.testing.assert_allclose(tracer.attention(sc), ref["residual"], rtol=1e-9, atol=1e-9)
+
+
+def test_the_steps_sit_where_the_contract_puts_them():
+    rng = np.random.default_rng(1)
+    a = layer(rng, 3, 2, 1, 4, scaling=SCALINGS[1], softcap=2.0, alibi=True)
+    ids = [s.id for s in tracer.run(tracer.from_arrays(**a, mask="causal")).steps]
+    assert ids[:6] == ["x", "freqs", "kv0.k", "kv0.k_norm", "kv0.v", "kv0.k_rot"]
+    head = [i for i in ids if i.startswith("h0.")]
+    assert head == ["h0.q", "h0.q_norm", "h0.q_rot", "h0.scores", "h0.scaled", "h0.capped", "h0.biased", "h0.masked",
+                    "h0.exp", "h0.sums", "h0.weights", "h0.z"]
+    assert ids[-4:] == ["concat", "out", "out_norm", "residual"]
+    trace = tracer.run(tracer.from_arrays(**a, mask="causal"))
+    assert trace.step("h0.scores").inputs == ("h0.q_rot", "kv0.k_rot")
+    assert trace.step("h0.masked").inputs == ("h0.biased",)
+    assert trace.step("h0.q_rot").inputs == ("h0.q_norm", "freqs")
+    assert trace.step("residual").inputs == ("x", "out_norm")
+    assert trace.step("freqs").axes == ("pair", "one") and trace.step("freqs").shape == (2, 1)
+
+
+def test_a_layer_without_rotary_positions_has_no_rotation_steps():
+    rng = np.random.default_rng(2)
+    a = layer(rng, 3, 2, 2, 4, style=None)
+    trace = tracer.run(tracer.from_arrays(**a))
+    assert not any(s.kind in ("freqs", "q_rot", "k_rot") for s in trace.steps)
+    assert trace.step("h0.scores").inputs == ("h0.q_norm", "h0.k_norm")
+
+
+@pytest.mark.parametrize("engine", ["auto", "stages", "fused"])
+@pytest.mark.parametrize("algorithm", ["standard", "online"])
+def test_by_hand_floors_a_normed_score_of_a_whole_number_as_that_number(engine, algorithm):
+    """q̂·q̂ is exactly gain² · d_k = 4, computed as 3.9999999999999996 for most rows: ⌊4 ÷ 2⌋ is 2, not 1."""
+    import numba  # noqa: F401  (the compiled stage kernels too, not only their plain Python)
+    rows = np.array([[0, 0, 1, 1], [0, 0, 1, 2], [1, 2, 3, 5], [0, 4, 1, 3], [5, 1, 2, 0]], float)
+    sc = tracer.from_arrays(rows, np.eye(4), np.eye(4), np.eye(4), q_norm=[1] * 4, k_norm=[1] * 4, qk_norm_eps=0)
+    trace = tracer.run(sc, "by-hand", engine=engine, algorithm=algorithm, block=2)
+    if algorithm == "standard":
+        np.testing.assert_array_equal(np.diag(trace.rows("h0.scaled")), 2.0)
+    else:
+        np.testing.assert_array_equal([trace.rows(f"h0.blk{i // 2}.scores")[i, i % 2] for i in range(5)], 2.0)
+    for dtype in ("float32", "float64"):
+        np.testing.assert_array_equal(np.diag(tracer.run(sc, "by-hand", dtype=dtype).rows("h0.scaled")), 2.0)

@@ -1,0 +1,62 @@
+"""The mechanisms of today's checkpoints in the terminal UI: every step of each built-in that teaches
+one can be stepped onto and explained, with the arithmetic and the layout swapped live."""
+import pytest
+
+from tui.widgets.cell_info import CellInfo
+
+from tui_helpers import go_to, opened, pilot_test, screen_text, settle
+
+BUILTINS = ["qk_norm", "softcap", "alibi", "streaming", "rope_scaling", "rope_scaling_plain", "rope_scaling_linear",
+            "rope_scaling_yarn"]
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+@pilot_test
+async def test_every_step_swaps_arithmetic_and_layout_live(name):
+    async with opened(name, size=(120, 40)) as (app, pilot):
+        ids = [s.id for s in app.screen.trace.steps]
+        for sid in ids:
+            await go_to(pilot, sid)
+            assert app.screen.step_id == sid and sid in screen_text(app)
+        for key in ("a", "t", "a"):
+            await pilot.press(key)
+            await settle(pilot)
+            assert app.screen.trace is not None and app.screen.step_id in app.screen.trace
+        assert app.screen.step_id == ids[-1]
+
+
+@pytest.mark.parametrize("name,sid,words", [("qk_norm", "h0.q_norm", "÷ √("), ("softcap", "h0.capped", "5·tanh("),
+                                            ("alibi", "h1.biased", "slope 1"), ("streaming", "h0.masked", "query on"),
+                                            ("rope_scaling", "freqs", "turns in the original 64 positions")])
+@pilot_test
+async def test_the_mechanism_step_is_explained_with_its_numbers(name, sid, words):
+    async with opened(name, size=(120, 40)) as (app, pilot):
+        await go_to(pilot, sid)
+        for key in ("down", "down", "down", "down", "left", "left"):   # row 1 … 4, column 0 (or the nearest)
+            await pilot.press(key)
+        await settle(pilot)
+        row, col = app.screen.cell
+        story = str(app.screen.query_one(CellInfo).render())
+        assert " ".join(app.screen.trace.explain(sid, row, col).split())[:50] in " ".join(story.split()), story
+        assert words in " ".join(story.split()), (row, col, story)
+
+
+@pilot_test
+async def test_a_quiz_on_the_distance_penalty_and_the_normed_queries():
+    from tui_helpers import status_text
+    async with opened("alibi", None, None, ["h1.biased"], size=(120, 36)) as (app, pilot):
+        assert (app.screen.step_id, app.screen.cell) == ("h1.biased", (0, 0))
+        await pilot.press("down", "down", "down", "down")       # query la#4, key la#0: 2 − 1·4
+        await settle(pilot)
+        await pilot.press(*"-1", "enter")
+        await settle(pilot)
+        assert "✗" in status_text(app) and "slope" in status_text(app)   # the hint names the penalty
+        await pilot.press(*"-2", "enter")
+        await settle(pilot)
+        assert "✓" in status_text(app)
+    async with opened("qk_norm", None, None, ["h0.q_norm"], size=(120, 36)) as (app, pilot):
+        await pilot.press("down", "down")                       # dog, feature 0: 1 ÷ √9 × 2
+        await settle(pilot)
+        await pilot.press(*"2/3", "enter")
+        await settle(pilot)
+        assert "✓" in status_text(app)
