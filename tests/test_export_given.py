@@ -11,7 +11,7 @@ import tracer.export
 from tui.cli import main
 
 SCENARIOS = ["by_hand", "multi_head", "low_rank", "biases", "gqa", "keys_as_values", "cross_attention",
-             "residual_norm", "rope", "gpt_causal"]
+             "residual_norm", "rope", "gpt_causal", "qk_norm", "softcap", "alibi", "streaming", "rope_scaling_yarn"]
 
 
 def rebuild(doc: dict):
@@ -28,6 +28,12 @@ def rebuild(doc: dict):
         kw.update(context=given["context"], context_tokens=sc["context_tokens"])
     if sc.get("v") == "k" or (kw["v"] is None and kw["v_down"] is None):
         kw["v"] = "k"
+    if "qk_norm" in sc:
+        kw.update(q_norm=list(given["weights.q_norm"]), k_norm=list(given["weights.k_norm"]),
+                  qk_norm_eps=sc["qk_norm"]["eps"], qk_norm_scope=sc["qk_norm"]["scope"])
+    if "out_norm" in sc:
+        kw["out_norm"] = dict(gain=given["out_norm.gain"][0], eps=sc["out_norm"]["eps"])
+    kw.update(softcap=sc.get("softcap"), alibi=sc.get("alibi"))
     return tracer.from_arrays(**{k: v for k, v in kw.items() if v is not None})
 
 
@@ -90,3 +96,22 @@ def test_the_md_worksheet_speaks_of_the_worksheet(tmp_path):
     text = (tmp_path / "t.md").read_text(encoding="utf-8")
     assert "Press" not in text and "stable" not in text and "False" not in text
     assert "raw powers" in text and "Fill in" in text
+
+
+def test_an_export_of_every_mechanism_reproduces_the_trace(tmp_path):
+    """QK-norm over every head (their gains given), grouped keys, partial rotary with yarn, a cap,
+    ALiBi slopes and the output's norm: all in the export, enough to run it again."""
+    rng = np.random.default_rng(3)
+    r = lambda *shape: rng.normal(size=shape)  # noqa: E731
+    sc = tracer.from_arrays(r(5, 6), list(r(4, 6, 4)), list(r(2, 6, 4)), list(r(2, 6, 4)), o=r(16, 6),
+                            q_norm=list(r(4, 4)), k_norm=list(r(2, 4)), qk_norm_scope="all", qk_norm_eps=1e-5,
+                            rope=dict(base=50.0, dims=2, scaling=dict(type="yarn", factor=4.0,
+                                                                      original_max_position_embeddings=8)),
+                            softcap=3.0, alibi=True, out_norm=dict(gain=r(6), eps=1e-6), mask="causal",
+                            residual=dict(norm="none"), layout="rows")
+    trace = tracer.run(sc)
+    tracer.export.write_export(trace, tmp_path / "t.json")
+    doc = json.loads((tmp_path / "t.json").read_text(encoding="utf-8"))
+    again = tracer.run(rebuild(doc))
+    for step in doc["steps"]:
+        np.testing.assert_allclose(again[step["id"]], np.array(step["data"], dtype=float), rtol=1e-12, atol=1e-12)

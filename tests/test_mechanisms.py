@@ -155,3 +155,42 @@ def test_by_hand_floors_a_normed_score_of_a_whole_number_as_that_number(engine, 
         np.testing.assert_array_equal([trace.rows(f"h0.blk{i // 2}.scores")[i, i % 2] for i in range(5)], 2.0)
     for dtype in ("float32", "float64"):
         np.testing.assert_array_equal(np.diag(tracer.run(sc, "by-hand", dtype=dtype).rows("h0.scaled")), 2.0)
+
+
+@pytest.mark.parametrize("engine", ["stages", "fused"])
+def test_online_gives_the_standard_output_with_qk_norm_scaled_rotary_and_the_streaming_mask(engine):
+    rng = np.random.default_rng(12)
+    a = layer(rng, 7, 4, 2, 4, scope="all", scaling=SCALINGS[3], dims=2)
+    sc = tracer.from_arrays(**a, mask="streaming:1:3")
+    ref = reference(a, "streaming:1:3")
+    online = tracer.run(sc, engine=engine, algorithm="online", block=3)
+    for h in range(4):
+        np.testing.assert_allclose(online.rows(f"h{h}.z"), ref[f"h{h}.z"], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(online.rows("out_norm"), ref["out_norm"], rtol=1e-12, atol=1e-12)
+    with pytest.raises(tracer.ScenarioError, match="algorithm: expected standard with softcap"):
+        tracer.run(tracer.from_arrays(**a, softcap=2.0), algorithm="online")
+
+
+def test_decoding_turns_each_token_by_its_scaled_frequencies_and_own_position():
+    """[decode] with llama3 frequencies and positions far apart: each decoded row is the full trace's."""
+    rng = np.random.default_rng(13)
+    a = layer(rng, 5, 2, 1, 4, scaling=SCALINGS[2], norm=False, out_norm=False)
+    a["rope"] = dict(a["rope"], positions=[0, 1, 2, 90, 300])
+    del a["rope"]["offset"]
+    whole = tracer.run(tracer.from_arrays(**a, mask="causal"))
+    decoded = tracer.run(tracer.from_arrays(**a, decode=2))
+    np.testing.assert_allclose(whole.rows("h0.weights"), reference(a)["h0.weights"], rtol=1e-12, atol=1e-12)
+    for t in (2, 3, 4):
+        for h in (0, 1):
+            np.testing.assert_allclose(decoded.rows(f"t{t}.h{h}.weights")[0], whole.rows(f"h{h}.weights")[t, :t + 1],
+                                       rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(decoded.rows(f"t{t}.residual")[0], whole.rows("residual")[t], rtol=1e-12, atol=1e-12)
+    assert decoded.rows("freqs").shape == (2, 1)
+
+
+def test_grouped_keys_under_the_online_algorithm_on_the_fused_path():
+    """Whole groups handed to the compiled online kernel (it failed an assertion: one key head per query head)."""
+    standard = tracer.run("gqa")
+    online = tracer.run("gqa", engine="fused", algorithm="online", block=2)
+    for h in range(4):
+        np.testing.assert_allclose(online.rows(f"h{h}.z"), standard.rows(f"h{h}.z"), rtol=1e-12, atol=1e-12)

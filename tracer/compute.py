@@ -79,6 +79,9 @@ def _online_heads(run, heads: list[int], q, k, v, extra: dict) -> tuple[dict, li
     """fused_heads() under the online algorithm: the projections, then the compiled online kernel
     (each block's max, rescale and sums, and z; the tiles are recomputed when asked)."""
     from . import online
+    if k.shape[0] < q.shape[0]:   # whole groups (grouped-query): the online kernel reads one key head per query head
+        per = q.shape[0] // k.shape[0]
+        k, v = np.repeat(k, per, axis=0), np.repeat(v, per, axis=0)
     got, bad = online.fused(run, heads, q, k, v)
     out = {**extra, **got}
     for i, h in enumerate(heads):

@@ -13,7 +13,9 @@ BIASES = {"bq": ("q", "d_k"), "bk": ("k", "d_k"), "bv": ("v", "d_v"), "bo": ("o"
 def given(trace) -> list[tuple[str, tuple[str, str], np.ndarray]]:
     """(name, axes, array) of every input, in the trace's layout: `x`, `context`, `weights.q[h]`
     (one per head, or per group for k and v), `weights.o`, `weights.bq` (one row per head),
-    `norm_in.gain`, `norm_in.bias`. Names are the scenario file's fields."""
+    `norm_in.gain`, `norm_in.bias`, QK-norm's gains `weights.q_norm` and `weights.k_norm` (one row per
+    head or group), `out_norm.gain`. Names are the scenario file's fields (the scalars, such as the
+    cap, the ALiBi slopes and the eps, are in the scenario's description)."""
     sc, out = trace.scenario, []
     for sid in ("x", "context"):
         if sid in trace:
@@ -38,11 +40,17 @@ def given(trace) -> list[tuple[str, tuple[str, str], np.ndarray]]:
         value = (sc.norm_in or {}).get(part)
         if value is not None:
             out.append((f"norm_in.{part}", ("one", "d_model"), np.atleast_2d(value)))
+    for name, gain in (("q_norm", sc.q_norm), ("k_norm", sc.k_norm)):
+        if gain is not None:
+            out.append((f"weights.{name}", ("head", "d_k"), gain))
+    if sc.out_norm is not None:
+        out.append(("out_norm.gain", ("one", "d_out"), np.atleast_2d(sc.out_norm["gain"])))
     return out
 
 
 SYMBOLS = {"q": "W_Q", "k": "W_K", "v": "W_V", "v_down": "W_V↓", "v_up": "W_V↑", "o": "W_O",
-           "bq": "b_Q", "bk": "b_K", "bv": "b_V", "bo": "b_O"}
+           "bq": "b_Q", "bk": "b_K", "bv": "b_V", "bo": "b_O", "q_norm": "g_Q (QK-norm's gain)",
+           "k_norm": "g_K (QK-norm's gain)"}
 PER_GROUP = ("k", "v", "v_down", "v_up")   # one per key/value group when grouped-query
 
 

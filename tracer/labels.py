@@ -48,7 +48,7 @@ def token_name(names: list[str], index: int) -> str:
 
 
 AXIS_TITLES = {"one": "sum"}   # the one-wide axis of the sums, named for a reader
-ONE_WIDE = {"max": "max", "rescale": "rescale"}   # one-wide steps (by kind) that hold no sum
+ONE_WIDE = {"max": "max", "rescale": "rescale", "freqs": "θ"}   # one-wide steps (by kind) that hold no sum
 
 
 def axis_title(axis: str, kind: str | None = None) -> str:
