@@ -1,0 +1,2 @@
+"""A teacher's class (CONTRACT §14): a different small-number sheet for every student, printable,
+with the key (`make`), and the marking of what comes back (`grade`)."""
