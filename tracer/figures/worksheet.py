@@ -176,6 +176,7 @@ def _rows(pairs, cw):
 
 def draw_panel(ax, x, y, panel: Panel, cw: float, row_names) -> None:
     """A caption, column names, then a grid of cells; row names at the left when asked for."""
+    from matplotlib.collections import PatchCollection
     from matplotlib.patches import Rectangle
     ax.text(x, y + CAPTION_H - 0.06, panel.caption, fontsize=9, weight="bold", va="bottom")
     top = y + CAPTION_H + LABEL_H
@@ -183,11 +184,13 @@ def draw_panel(ax, x, y, panel: Panel, cw: float, row_names) -> None:
         ax.text(x + (c + 0.5) * cw, top - 0.04, name, fontsize=7, color="#555555", ha="center", va="bottom")
     for r, name in enumerate(row_names or []):
         ax.text(x - 0.08, top + (r + 0.5) * CELL_H, name, fontsize=7, color="#555555", ha="right", va="center")
+    boxes, faces = [], []
     for r, row in enumerate(panel.cells):
         for c, text in enumerate(row):
             masked = np.isneginf(panel.values[r, c])
-            face = MASKED if masked and text else GIVEN if panel.given else "white"
-            ax.add_patch(Rectangle((x + c * cw, top + r * CELL_H), cw, CELL_H, facecolor=face,
-                                   edgecolor="#888888", linewidth=0.6))
+            faces.append(MASKED if masked and text else GIVEN if panel.given else "white")
+            boxes.append(Rectangle((x + c * cw, top + r * CELL_H), cw, CELL_H))
             if text:
                 ax.text(x + (c + 0.5) * cw, top + (r + 0.5) * CELL_H, text, fontsize=8, ha="center", va="center")
+    # one collection per grid: a sheet of many cells draws in a fraction of the time of one patch each
+    ax.add_collection(PatchCollection(boxes, facecolors=faces, edgecolors="#888888", linewidths=0.6), autolim=False)
