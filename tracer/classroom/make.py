@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import secrets
 from dataclasses import dataclass
 from fractions import Fraction
@@ -17,12 +18,12 @@ from ..scenario.build import build, load_scenario
 from ..scenario.files import read_toml, resolve_path
 from ..tomlfile import parse_toml
 from ..trace import run
+from . import MAX_STUDENTS
 from . import folder as place
 from . import printing, tomltext
 from .identity import fingerprint
-from .variants import BOUND, PRESET, refuse_unfillable, variants
+from .variants import BOUND, PRESET, refuse_document, refuse_unfillable, variants
 
-MAX_STUDENTS = 500     # a school year's classes at once; more is a mistake (a seed typed as N)
 HEADER = ("step", "row", "col", "value", "row_label", "col_label")   # the CSV export's columns
 
 
@@ -59,22 +60,25 @@ def make_class(spec, students, out, *, seed: int | None = None, force: bool = Fa
     seed = secrets.randbelow(10**6) if seed is None else seed
     if not isinstance(seed, int) or seed < 0:
         raise ScenarioError("--seed", f"expected a whole number ≥ 0, got {seed!r}")
+    path = resolve_path(spec)
+    original = read_toml(path)
+    refuse_document(original, original.get("name") if isinstance(original.get("name"), str) else path.stem)
     scenario = load_scenario(spec)
-    original = read_toml(resolve_path(spec))
     refuse_unfillable(scenario)
     target = Path(out)
     place.check_target(target, force)
     ids = student_ids(n)
     key = {"schema": place.SCHEMA, "scenario": scenario.name, "title": scenario.title, "seed": seed,
-           "arithmetic": PRESET, "bound": BOUND, "students": []}
+           "arithmetic": PRESET, "bound": BOUND, "labels": {}, "students": []}
     with place.built_in_place(target) as tmp:
         sheets, keys = [], []
         for sid, (drawn, _, _) in zip(ids, variants(scenario, n, seed, lambda s: run(s, PRESET))):
             trace = _student(tmp, sid, original, scenario, drawn, seed)
             key["students"].append(_key_entry(sid, trace))
+            key["labels"] = key["labels"] or _labels(trace)   # the same for every student
             sheets.append((sid, trace))
         _write_pdfs(tmp, sheets)
-        (tmp / place.KEY).write_text(json.dumps(key, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        (tmp / place.KEY).write_text(_json(key), encoding="utf-8")
     return Made(target, ids, seed, scenario.name)
 
 
@@ -106,10 +110,15 @@ def answer_sheet(trace) -> str:
     buf = io.StringIO()
     out = csv.writer(buf, lineterminator="\n")
     out.writerow(HEADER)
-    for step in computed(trace):
-        rows, cols = (axis_labels(trace, axis, size) for axis, size in zip(step.axes, step.shape))
-        out.writerows((step.id, r, c, "", rows[r], cols[c]) for r in range(step.shape[0]) for c in range(step.shape[1]))
+    for sid, (rows, cols) in _labels(trace).items():
+        out.writerows((sid, r, c, "", rows[r], cols[c]) for r in range(len(rows)) for c in range(len(cols)))
     return buf.getvalue()
+
+
+def _labels(trace) -> dict[str, list]:
+    """Each computed step's row and column labels, as the CSV export writes them."""
+    return {step.id: [axis_labels(trace, axis, size) for axis, size in zip(step.axes, step.shape)]
+            for step in computed(trace)}
 
 
 def _key_entry(sid: str, trace) -> dict:
@@ -123,6 +132,14 @@ def _key_entry(sid: str, trace) -> dict:
         width = step.shape[1]
         cells[step.id] = [[_exact(v) for v in exact[r * width:(r + 1) * width]] for r in range(step.shape[0])]
     return {"id": sid, "name": trace.scenario.name, "fingerprint": fingerprint(trace.scenario), "cells": cells}
+
+
+def _json(doc: dict) -> str:
+    """Indented JSON with each row of values on one line (a line break never occurs in a JSON
+    string, so only the layout between values is changed)."""
+    text = json.dumps(doc, ensure_ascii=False, indent=1)
+    return re.sub(r'\[\n\s*((?:"(?:[^"\\\n]|\\.)*",\n\s*)*"(?:[^"\\\n]|\\.)*")\n\s*\]',
+                  lambda m: "[" + re.sub(r",\n\s*", ", ", m.group(1)) + "]", text) + "\n"
 
 
 def _exact(v) -> str:

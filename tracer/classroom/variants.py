@@ -24,15 +24,24 @@ NEAR = 1e-12         # relative distance of a float64 cell from its fraction (ro
 DENOMINATORS = np.arange(1, BOUND + 1, dtype=np.float64)
 
 
+SECTIONS = {"model": "it is a layer of a real checkpoint, whose inputs are the model's own",
+            "random": "its inputs come from a [random] section, sized for a computer, not a pencil"}
+
+
+def refuse_document(doc: dict, name: str) -> None:
+    """Refuses, before anything is built, a scenario file whose inputs are not typed numbers."""
+    for section, why in SECTIONS.items():
+        if isinstance(doc, dict) and section in doc:
+            raise _unfillable(name, why)
+
+
 def refuse_unfillable(scenario) -> None:
     """A ScenarioError naming the scenario when its shapes or arithmetic cannot give small exact
     numbers whatever the inputs (a checkpoint's layer, square roots, a sheet too big to fill)."""
     sc = scenario
     why = None
-    if sc.model is not None:
-        why = "it is a layer of a real checkpoint, whose inputs are the model's own"
-    elif sc.random is not None:
-        why = "its inputs come from a [random] section, sized for a computer, not a pencil"
+    if sc.model is not None or sc.random is not None:
+        why = SECTIONS["model" if sc.model is not None else "random"]
     elif sc.rope is not None:
         why = "rotary positions turn the queries and keys by cosines and sines, which are not fractions"
     elif sc.norm_in is not None or (sc.residual or {}).get("norm") == "layer":
@@ -43,8 +52,12 @@ def refuse_unfillable(scenario) -> None:
     elif not rational(resolve(PRESET, sc.defaults), sc.d_k):
         why = "its arithmetic ([defaults]) takes square roots or powers of e even under the by-hand preset"
     if why:
-        raise ScenarioError("SCENARIO", f"{sc.name} cannot be filled with small numbers: {why}; expected a "
-                            "small scenario with by-hand arithmetic, such as by_hand, gpt_causal or multi_head")
+        raise _unfillable(sc.name, why)
+
+
+def _unfillable(name: str, why: str) -> ScenarioError:
+    return ScenarioError("SCENARIO", f"{name} cannot be filled with small numbers: {why}; expected a small "
+                         "scenario with by-hand arithmetic, such as by_hand, gpt_causal or multi_head")
 
 
 @dataclasses.dataclass(frozen=True)
