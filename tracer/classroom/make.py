@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import re
 import secrets
 from dataclasses import dataclass
@@ -147,7 +148,42 @@ def _exact(v) -> str:
 
 
 def _write_pdfs(tmp: Path, sheets: list) -> None:
-    """Each student's blank sheet (sNN.pdf), and every filled one in key.pdf."""
-    for sid, trace in sheets:
-        printing.write_pdf(tmp / f"{sid}.pdf", printing.sheet(trace, sid, blank=True))
-    printing.write_pdf(tmp / "key.pdf", (page for sid, trace in sheets for page in printing.sheet(trace, sid, blank=False)))
+    """Each student's blank sheet (sNN.pdf), and every filled one in key.pdf. On two cores the key
+    is written by a forked copy of this process meanwhile (drawing text is most of a class's time)."""
+    def key() -> None:
+        pages = (page for sid, trace in sheets for page in printing.sheet(trace, sid, blank=False))
+        printing.write_pdf(tmp / "key.pdf", pages)
+
+    child = _fork(key) if len(sheets) > 1 and (os.cpu_count() or 1) > 1 else None
+    try:
+        for sid, trace in sheets:
+            printing.write_pdf(tmp / f"{sid}.pdf", printing.sheet(trace, sid, blank=True))
+    except BaseException:
+        if child is not None:
+            child.terminate()   # this side failed: the folder is about to go, and the key with it
+        raise
+    if child is None:
+        key()
+        return
+    child.join()
+    if child.exitcode != 0:
+        raise ScenarioError("-o", f"key.pdf could not be written (exit code {child.exitcode}); expected a writable "
+                            "folder with free space")
+
+
+def _fork(job):
+    """`job` running in a forked copy of this process, or None where there is no fork."""
+    import multiprocessing
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    child = multiprocessing.get_context("fork").Process(target=_quietly, args=(job,), daemon=True)
+    child.start()
+    return child
+
+
+def _quietly(job) -> None:
+    """A forked job: its failure is its exit code, said once by the parent in one line."""
+    try:
+        job()
+    except BaseException:
+        os._exit(1)

@@ -12,7 +12,7 @@ from ..figures import common
 from ..figures.worksheet import CHAR_W, PAD, Panel, draw_panel, make_panel, pairs
 from ..given import display_name, given
 
-PAGE_W, PAGE_H = 8.27, 11.0   # A4's width and Letter's height: either paper holds the page whole
+PAGE_W, PAGE_H = 8.26, 11.0   # within A4 (8.27 in wide) and Letter (11 in high): either paper holds it whole
 MARGIN = 0.5                  # inches; printers leave about a quarter inch unprinted
 GAP = 0.3                     # between two matrices side by side
 SIZES = {"id": 15, "title": 10.5, "lesson": 8.5, "small": 8}   # points
@@ -169,32 +169,34 @@ def _words_class():
             self.items: list[tuple] = []
 
         def draw(self, renderer) -> None:
-            fonts, sizes, inks = {}, {}, {}
+            inks = {}
             to_display = self.get_transform()
             flip = renderer.get_canvas_width_height()[1] if renderer.flipy() else None   # Agg counts y down
             for x, y, s, size, weight, color, ha, va in self.items:
-                prop = fonts.get((size, weight))
-                if prop is None:
-                    prop = fonts[(size, weight)] = FontProperties(family=common.RC["font.family"], size=size,
-                                                                   weight=weight)
-                    _, h, d = renderer.get_text_width_height_descent("lp", prop, ismath=False)
-                    sizes[("lp", size, weight)] = (0.0, h, d)
-                w = sizes.get((s, size, weight))
-                if w is None:
-                    w = sizes[(s, size, weight)] = renderer.get_text_width_height_descent(s, prop, ismath=False)
-                _, h, d = sizes[("lp", size, weight)]
+                prop = _font(size, weight)
+                w = _metrics(renderer, s, prop)[0]
+                _, h, d = _metrics(renderer, "lp", prop)   # a line's height, as Text aligns it
                 px, py = to_display.transform((x, y))
-                px -= {"left": 0.0, "center": w[0] / 2, "right": w[0]}[ha]
+                px -= {"left": 0.0, "center": w / 2, "right": w}[ha]
                 py += {"baseline": 0.0, "bottom": d, "center": d - h / 2, "top": d - h}[va]
-                if flip is not None:
-                    py = flip - py
                 gc = inks.get(color)
                 if gc is None:
                     gc = inks[color] = renderer.new_gc()
                     gc.set_foreground(color)
-                renderer.draw_text(gc, px, py, s, prop, 0.0)
+                renderer.draw_text(gc, px, flip - py if flip is not None else py, s, prop, 0.0)
             for gc in inks.values():
                 gc.restore()
+
+    @functools.lru_cache(maxsize=32)
+    def _font(size: float, weight: str):
+        return FontProperties(family=common.RC["font.family"], size=size, weight=weight)
+
+    def _metrics(renderer, s: str, prop, _cache={}):   # noqa: B006  (a cache: every page shares it)
+        key = (renderer.points_to_pixels(72.0), s, prop.get_size_in_points(), prop.get_weight())
+        got = _cache.get(key)
+        if got is None:
+            got = _cache[key] = renderer.get_text_width_height_descent(s, prop, ismath=False)
+        return got
 
     return Words
 

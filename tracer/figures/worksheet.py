@@ -176,8 +176,7 @@ def _rows(pairs, cw):
 
 def draw_panel(ax, x, y, panel: Panel, cw: float, row_names) -> None:
     """A caption, column names, then a grid of cells; row names at the left when asked for."""
-    from matplotlib.collections import PatchCollection
-    from matplotlib.patches import Rectangle
+    from matplotlib.collections import PolyCollection
     ax.text(x, y + CAPTION_H - 0.06, panel.caption, fontsize=9, weight="bold", va="bottom")
     top = y + CAPTION_H + LABEL_H
     for c, name in enumerate(panel.col_names or []):
@@ -189,8 +188,9 @@ def draw_panel(ax, x, y, panel: Panel, cw: float, row_names) -> None:
         for c, text in enumerate(row):
             masked = np.isneginf(panel.values[r, c])
             faces.append(MASKED if masked and text else GIVEN if panel.given else "white")
-            boxes.append(Rectangle((x + c * cw, top + r * CELL_H), cw, CELL_H))
+            left, upper = x + c * cw, top + r * CELL_H
+            boxes.append(((left, upper), (left + cw, upper), (left + cw, upper + CELL_H), (left, upper + CELL_H)))
             if text:
                 ax.text(x + (c + 0.5) * cw, top + (r + 0.5) * CELL_H, text, fontsize=8, ha="center", va="center")
     # one collection per grid: a sheet of many cells draws in a fraction of the time of one patch each
-    ax.add_collection(PatchCollection(boxes, facecolors=faces, edgecolors="#888888", linewidths=0.6), autolim=False)
+    ax.add_collection(PolyCollection(boxes, facecolors=faces, edgecolors="#888888", linewidths=0.6), autolim=False)
