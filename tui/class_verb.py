@@ -9,7 +9,8 @@ def class_parser(sub, parser_class, scenario_help: str) -> None:
     """`attnsim class make …` and `attnsim class grade …`."""
     from tracer.classroom import MAX_STUDENTS
     c = sub.add_parser("class", help="a teacher's class: a different sheet for every student, the key, the marks")
-    verbs = c.add_subparsers(dest="action", parser_class=parser_class)
+    verbs = c.add_subparsers(dest="action", parser_class=parser_class, metavar="{make,grade}",
+                             help="make: a class folder; grade: the marks of what came back")
     m = verbs.add_parser("make", help="a folder of sheets (sNN.pdf, .md, .toml, .csv), key.pdf and key.json")
     m.add_argument("scenario", help=scenario_help)
     m.add_argument("--students", required=True, metavar="N", help=f"how many students (1 to {MAX_STUDENTS})")
