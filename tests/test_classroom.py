@@ -232,3 +232,26 @@ def test_the_student_file_opens_with_the_keys_numbers(classes):
     for sid, m in key["students"][1]["cells"].items():
         want = [-math.inf if v == "-inf" else float(Fraction(v)) for row in m for v in row]
         assert trace[sid].ravel().tolist() == pytest.approx(want, rel=1e-15), sid
+
+
+@pytest.mark.parametrize("layout", ["rows", "columns"])
+def test_the_largest_sheet_a_class_takes_still_prints_whole(tmp_path, layout):
+    """12 tokens of 16 features, two heads of 16 and W_O: every page's drawing stays inside it."""
+    import numpy as np
+    import tracer
+    from tracer.classroom import printing
+    rng = np.random.default_rng(0)
+    small = lambda *shape: rng.integers(-1, 2, size=shape).astype(float)   # noqa: E731
+    x, q, k, v, o = small(12, 16), small(2, 16, 16), small(2, 16, 16), small(2, 16, 16), small(32, 16)
+    if layout == "columns":
+        x, q, k, v, o = x.T, q.transpose(0, 2, 1), k.transpose(0, 2, 1), v.transpose(0, 2, 1), o.T
+    scenario = tracer.from_arrays(x, list(q), list(k), list(v), o, layout=layout, mask="causal", name="big",
+                                  title="A long title " * 6, description="A lesson of many words. " * 150)
+    trace = tracer.run(scenario, "by-hand", stable=True)
+    for blank in (True, False):
+        path = tmp_path / f"{blank}.pdf"
+        printing.write_pdf(path, printing.sheet(trace, "s01", blank=blank))
+        pages, _, points = pdf_pages(path)
+        width, height = map(float, re.search(rb"/MediaBox \[ 0 0 ([\d.]+) ([\d.]+) \]", path.read_bytes()).groups())
+        drawn = [(px, py) for px, py in points if not (px in (0, width) or py in (0, height))]
+        assert pages >= 2 and all(18 <= px <= width - 18 and 18 <= py <= height - 18 for px, py in drawn)

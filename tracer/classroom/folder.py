@@ -34,7 +34,8 @@ def check_target(folder: Path, force: bool) -> None:
         if folder.exists() and not folder.is_dir():
             raise ScenarioError("-o", f"{folder} is a file; expected a folder for the class (new or empty)")
         if not parent.is_dir():
-            raise ScenarioError("-o", f"the folder {parent} does not exist; expected the class's folder in an existing one")
+            raise ScenarioError("-o", f"the folder {parent} does not exist; expected the class's folder in an "
+                                "existing one")
         if folder.is_dir() and any(folder.iterdir()):
             if not force:
                 raise ScenarioError("-o", f"{folder} exists and is not empty; expected a new or empty folder "

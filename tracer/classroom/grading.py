@@ -216,19 +216,21 @@ def report(key: dict, results: list[Graded], most: int = 5) -> list[str]:
     labels = key.get("labels", {})
     lines = []
     for g in results:
-        extra = [f"{len(g.wrong)} wrong", f"{g.unanswered} unanswered"] + ([f"{g.revealed} revealed"] if g.revealed else [])
+        extra = [f"{len(g.wrong)} wrong", f"{g.unanswered} unanswered"]
+        extra += [f"{g.revealed} revealed"] if g.revealed else []
         lines.append(f"{g.student} ({Path(g.file).name}): {g.right} of {g.total} right, {', '.join(extra)}")
         lines += [f"  {_cell(w.step, w.row, w.col, labels)}: given {w.given}, expected {w.expected}" for w in g.wrong]
     missing = [s["id"] for s in key["students"] if s["id"] not in {g.student for g in results}]
     right, total = sum(g.right for g in results), sum(g.total for g in results)
-    lines.append(f"class: {len(results)} sheet{'s' * (len(results) != 1)} marked, {right} of {total} cells right"
-                 + (f"; nothing from {', '.join(missing[:12])}{' …' if len(missing) > 12 else ''}" if missing else ""))
+    late = f"; nothing from {', '.join(missing[:12])}{' …' if len(missing) > 12 else ''}" if missing else ""
+    lines.append(f"class: {len(results)} sheet{'s' * (len(results) != 1)} marked, {right} of {total} cells right{late}")
     cells = Counter((w.step, w.row, w.col) for g in results for w in g.wrong)
     if cells:
         lines.append("most often wrong (to explain again): " + ", ".join(
             f"{_cell(*at, labels)} ({k} student{'s' * (k != 1)})" for at, k in cells.most_common(most)))
         steps = Counter(w.step for g in results for w in g.wrong)
-        lines.append("steps most often wrong: " + ", ".join(f"{sid} ({k} cell{'s' * (k != 1)})" for sid, k in steps.most_common(most)))
+        lines.append("steps most often wrong: " + ", ".join(f"{sid} ({k} cell{'s' * (k != 1)})"
+                                                             for sid, k in steps.most_common(most)))
     else:
         lines.append("no cell wrong")
     return lines

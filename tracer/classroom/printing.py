@@ -96,7 +96,8 @@ def header(trace, student: str, key: bool) -> Header:
         lines += [(t, SIZES["lesson"], False) for t in _wrap(worksheet_words(sc.description), SIZES["lesson"], width)]
     how = f"Arithmetic ({trace.arithmetic.preset}): {arithmetic_words(trace)}."
     if not key:
-        how += " Fill in every empty cell from the ones before it: whole numbers, fractions (27/46), −∞ where masked."
+        how += (" Fill in every empty cell from the ones before it: whole numbers, fractions (27/46), −∞ where "
+                "masked.")
     lines += [(t, SIZES["small"], False) for t in _wrap(how, SIZES["small"], width)]
     return Header(lines)
 
@@ -113,17 +114,22 @@ def _wrap(text: str, size: float, width: float) -> tuple[str, ...]:
 
 
 def paginate(items: list[Block], cw: float, first: float) -> tuple[float, list[list[tuple]]]:
-    """The scale (≤ 1: the widest block fits the width) and each page's (block, x, y), in unscaled
-    inches from the top left of the body; blocks flow left to right, a new head on a new line."""
+    """The scale (≤ 1: the widest block fits the width, the tallest a page) and each page's (block,
+    x, y), in unscaled inches from the top left of the body; blocks flow left to right, a new head on
+    a new line, a new page when the next would not fit whole."""
     width = PAGE_W - 2 * MARGIN
-    scale = min(1.0, width / max(b.size(cw)[0] for b in items))
-    room = lambda page: (PAGE_H - 2 * MARGIN - (first if page == 0 else SIZES["small"] * LINE + 0.15)) / scale  # noqa: E731
+    later = SIZES["small"] * LINE + 0.15   # the header of a page after the first: one line
+    sizes = [b.size(cw) for b in items]
+    scale = min(1.0, width / max(w for w, _ in sizes), (PAGE_H - 2 * MARGIN - later) / max(h for _, h in sizes))
+
+    def room(page: int) -> float:
+        return (PAGE_H - 2 * MARGIN - (first if page == 0 else later)) / scale
+
     pages, x, y, line_h, head = [[]], 0.0, 0.0, 0.0, items[0].head
-    for b in items:
-        w, h = b.size(cw)
+    for b, (w, h) in zip(items, sizes):
         if x > 0 and (x + w > width / scale or b.head != head):
             x, y, line_h = 0.0, y + line_h + PAD, 0.0
-        if y > 0 and y + h > room(len(pages) - 1):
+        if y + h > room(len(pages) - 1) and (pages[-1] or len(pages) == 1):   # (the first page's header is tall)
             pages.append([])
             x, y, line_h = 0.0, 0.0, 0.0
         pages[-1].append((b, x, y))
