@@ -7,6 +7,8 @@ import re
 
 import numpy as np
 
+from ..errors import one_line
+
 # the fields a variant draws afresh, by the scenario's array (rows orientation) and file key
 MATRICES = {"x": "x", "context": "context"}
 WEIGHTS = {"w_q": "q", "w_k": "k", "w_v": "v", "w_v_down": "v_down", "w_v_up": "v_up", "w_o": "o"}
@@ -43,7 +45,7 @@ def student_document(original: dict, scenario, name: str, title: str) -> dict:
 def dumps(doc: dict, comment: str = "") -> str:
     """TOML text of a document of strings, numbers, booleans, lists, NumPy matrices and tables
     (one level of tables, as a scenario has)."""
-    lines = [f"# {line}" for line in comment.splitlines()]
+    lines = [f"# {one_line(line, 400)}" for line in comment.split("\n") if line]   # a name may hold anything
     plain = {k: v for k, v in doc.items() if not isinstance(v, dict)}
     tables = {k: v for k, v in doc.items() if isinstance(v, dict)}
     lines += [f"{_key(k)} = {_value(v)}" for k, v in plain.items()]
