@@ -74,7 +74,7 @@ from hypothesis import strategies as st  # noqa: E402
 @settings(max_examples=300)
 @given(st.text(max_size=40), st.floats(allow_nan=True, allow_infinity=True))
 def test_any_typed_text_is_judged_or_refused_never_an_error(text, value):
-    from tui.answers import NotAnAnswer, below, is_right, parse
+    from tracer.answers import NotAnAnswer, below, is_right, parse
     try:
         answer = parse(text)
     except NotAnAnswer:
@@ -86,6 +86,6 @@ def test_any_typed_text_is_judged_or_refused_never_an_error(text, value):
 @given(st.sampled_from(["1e309", "-1e309", "2e308", "17976931348623159e292", "-2e308/1"[:-2]]))
 def test_beyond_float64_is_out_of_range(text):
     import pytest
-    from tui.answers import NotAnAnswer, parse
+    from tracer.answers import NotAnAnswer, parse
     with pytest.raises(NotAnAnswer, match="out of range"):
         parse(text)

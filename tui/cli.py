@@ -1,4 +1,5 @@
-"""The `attnsim` command line (CONTRACT §1, §11): list, show, export, diff, validate, tui, serve.
+"""The `attnsim` command line (CONTRACT §1, §11, §14): list, show, export, diff, validate, tui, serve,
+quiz, class.
 (The benchmarks are not a verb: they live in the source checkout, `python -m bench`.)
 
 Bad input of any kind ends with exactly one `attnsim: error: …` line on stderr and exit code 2;
@@ -11,6 +12,8 @@ import sys
 import warnings
 
 from tracer.errors import ScenarioError, one_line
+
+from .class_verb import class_parser, cmd_class
 
 PROG = "attnsim"
 
@@ -59,6 +62,8 @@ def parser() -> argparse.ArgumentParser:
     z = sub.add_parser("quiz", help="the terminal UI with the computed cells hidden, to be typed in")
     z.add_argument("scenario", nargs="?", help=SCENARIO_HELP + " (default by_hand)")
     z.add_argument("--step", action="append", metavar="ID", help="a step to ask (repeatable; default every computed step)")
+    z.add_argument("--save", metavar="FILE", help="save the answers to FILE as they are typed; the same FILE again "
+                   "resumes them (attnsim class grade marks it)")
     _run_options(z)
     _model_options(z)
     sub.add_parser("list", help="the built-in scenarios")
@@ -101,6 +106,7 @@ def parser() -> argparse.ArgumentParser:
                    "reaches it with the printed address (it holds a secret token) runs the app as you, "
                    "over plain HTTP")
     _run_options(w)
+    class_parser(sub, _Parser, SCENARIO_HELP)
     v = sub.add_parser("validate", help="check scenario files")
     v.add_argument("files", nargs="+", metavar="FILE", help="scenario files (.toml) to check")
     return p
@@ -292,16 +298,21 @@ def cmd_tui(args) -> int:
 
 
 def cmd_quiz(args) -> int:
-    """The TUI in quiz mode (CONTRACT §12); the steps asked for are checked before it opens."""
+    """The TUI in quiz mode (CONTRACT §12); the steps asked for, and a saved quiz to resume, are
+    checked before it opens."""
     import tracer
     from tracer.arithmetic import parse_set
     from tui.app import run_app
     from tui.quiz import quiz_steps
     overrides = parse_set(args.set)
     scenario = _scenario(args, "by_hand")
-    if args.step:
-        quiz_steps(tracer.run(scenario, args.arithmetic, lazy=True, **overrides), args.step)
-    run_app(scenario, args.arithmetic, overrides, quiz=args.step or [])
+    if args.step or args.save:
+        trace = tracer.run(scenario, args.arithmetic, lazy=True, **overrides)
+        quiz_steps(trace, args.step)
+        if args.save:
+            from tui.quiz_save import open_saved
+            args.save = open_saved(args.save, trace.scenario)
+    run_app(scenario, args.arithmetic, overrides, quiz=args.step or [], save=args.save)
     return 0
 
 
@@ -328,7 +339,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.verb is None:
             args = parser().parse_args(["tui", *argv])
         verb = {"list": cmd_list, "show": cmd_show, "export": cmd_export, "diff": cmd_diff,
-                "validate": cmd_validate, "tui": cmd_tui, "quiz": cmd_quiz, "serve": cmd_serve}[args.verb]
+                "validate": cmd_validate, "tui": cmd_tui, "quiz": cmd_quiz, "serve": cmd_serve,
+                "class": cmd_class}[args.verb]
         if args.verb not in ("tui", "quiz"):  # the TUI shows the notice on its status line
             _compile_notice()
         from tracer.kernels import warm

@@ -6,9 +6,8 @@ import math
 import re
 from fractions import Fraction
 
+from tracer.answers import Answer, NotAnAnswer, below, is_right, parse
 from tracer.numbers import fmt, tolerance
-
-from .answers import Answer, NotAnAnswer, below, is_right, parse
 
 NOTE = "   ("   # explain puts a remark after three spaces, in parentheses
 _NUMBER = re.compile(r"(?<![\w/.^])[−-]?(?:\d+(?:\.\d+)?(?:e[−-]?\d+)?(?:/\d+)?|∞)(?![\w/.])")

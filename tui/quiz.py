@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 
 import tracer
+from tracer.answers import NotAnAnswer, is_right, parse
 from tracer.numbers import fmt_approx, fractions_for, tolerance
 
-from .answers import NotAnAnswer, is_right, parse
 from .hints import hint
 
 HIDDEN, FIRST, AFTER_HINT, REVEALED = 0, 1, 2, 3   # what each cell of a quizzed step holds

@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 
 import tracer
-from tui.answers import FORMS, NotAnAnswer, is_right, parse
+from tracer.answers import FORMS, NotAnAnswer, is_right, parse
 from tui.hints import hint
 from tui.quiz import Quiz, quiz_steps
 

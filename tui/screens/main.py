@@ -65,7 +65,7 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
     ]
 
     def __init__(self, spec=None, preset: str | None = None, overrides: dict | None = None,
-                 quiz: list[str] | None = None) -> None:
+                 quiz: list[str] | None = None, save=None) -> None:
         super().__init__()
         self.spec, self.preset, self.overrides = spec or "by_hand", preset, overrides or {}
         self.session: Session | None = None
@@ -76,7 +76,7 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
         self._loading = False  # a trace is being made: a compile notice belongs on screen only then
         self.sheet = False  # the worksheet instead of the step and its sources
         self._note = ""  # an error to keep on screen once the fallback scenario is open
-        self.init_quiz(quiz)
+        self.init_quiz(quiz, save)
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")

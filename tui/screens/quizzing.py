@@ -18,10 +18,11 @@ ANSWER_START = set("0123456789+-−.,/∞")   # a key that can only begin an ans
 class QuizMixin:
     """Mixed into MainScreen (which owns trace, step_id, cell, show_step, go, active_view)."""
 
-    def init_quiz(self, steps: list[str] | None) -> None:
+    def init_quiz(self, steps: list[str] | None, save=None) -> None:
         self.quiz: Quiz | None = None
         self._asked = steps          # None: no quiz; [] every computed step; else these ids
         self._hints: dict = {}       # (step, row, col) → the last hint given there
+        self._save = save            # a QuizSave (--save FILE): answers written as they are judged
 
     def hidden(self, step_id: str) -> np.ndarray | None:
         return self.quiz.hidden(step_id) if self.quiz is not None else None
@@ -45,9 +46,12 @@ class QuizMixin:
             return step_id, cell
         self._asked, self._hints = [], {}   # another scenario opened later gets the whole quiz
         self._answer_line(True)
+        resumed = self._save.restore(self.quiz) if self._save and self._save.answers(trace.scenario) else 0
         first = self.quiz.first_open()
         steps = len(self.quiz.steps)
-        self.query_one(StatusBar).say(f"quiz: {steps} step{'s' * (steps != 1)} to fill; type a value, "
+        self.query_one(StatusBar).say(f"quiz resumed from {self._save.path}: {resumed} cell{'s' * (resumed != 1)} "
+                                      "answered before" if resumed else
+                                      f"quiz: {steps} step{'s' * (steps != 1)} to fill; type a value, "
                                       "enter checks it", "busy")
         return (first, self.quiz.first_hidden_cell(first)) if first else (step_id, cell)
 
@@ -90,11 +94,27 @@ class QuizMixin:
         if self.quiz is None or self.trace is None:
             return
         self.query_one(AnswerLine).clear()
-        self._outcome(self.quiz.answer(self.step_id, *self.cell, message.text, self.fractions))
+        at = (self.step_id, *self.cell)
+        outcome = self.quiz.answer(*at, message.text, self.fractions)
+        self._keep(outcome, at, message.text)
+        self._outcome(outcome)
 
     def action_reveal(self) -> None:
         if self.quiz is not None and self.trace is not None:
-            self._outcome(self.quiz.reveal(self.step_id, *self.cell, self.fractions))
+            at = (self.step_id, *self.cell)
+            outcome = self.quiz.reveal(*at, self.fractions)
+            self._keep(outcome, at, None)
+            self._outcome(outcome)
+
+    def _keep(self, outcome, at: tuple, typed: str | None) -> None:
+        """Writes a judged answer to the --save FILE (of this scenario only); a write that fails
+        is said on the status line, and the quiz goes on."""
+        if self._save is None or outcome.ok is None or not self._save.answers(self.trace.scenario):
+            return
+        try:
+            self._save.record(self.quiz, *at, typed)
+        except tracer.ScenarioError as err:
+            self.notify(str(err), title="answers not saved", severity="error", timeout=10)
 
     def _outcome(self, outcome) -> None:
         status = self.query_one(StatusBar)

@@ -1,5 +1,6 @@
 """A student's typed answer: what forms are accepted (3, −2, 0.59, 27/46, −inf), what it means,
-and whether it is right for a cell's value (exactly, or to the precision typed). No Textual here."""
+and whether it is right for a cell's value (exactly, or to the precision typed). The quiz and
+`attnsim class grade` both judge with it, so a sheet is marked as the quiz marks it."""
 from __future__ import annotations
 
 import math
