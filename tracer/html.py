@@ -43,6 +43,7 @@ STYLE = """
 .attnsim th{font-weight:normal;opacity:.85;padding:1px 6px;text-align:right;white-space:nowrap}
 .attnsim td{padding:2px 6px;text-align:right;min-width:2.2em;border:1px solid rgba(128,128,128,.25)}
 .attnsim td[title]{cursor:help}
+.attnsim .as-wrap{overflow-x:auto}
 @media (prefers-color-scheme:dark){.attnsim a{color:#90caf9}}
 """
 
@@ -133,7 +134,7 @@ def _step(trace, step, uid, fractions, tol, before, after, opened: bool) -> str:
             f'<span class="as-note">({_e(step.axes[0])} × {_e(step.axes[1])})</span>'
             f'<span class="as-move">{move}</span></summary>'
             f'<div class="as-note">{_e(step.why)}</div>'
-            f'<table><tr><th></th>{head}</tr>{"".join(body)}</table>{left}</details>')
+            f'<div class="as-wrap"><table><tr><th></th>{head}</tr>{"".join(body)}</table></div>{left}</details>')
 
 
 def _colours(a: np.ndarray, sequential: bool) -> list[list[tuple[str, str]]]:
