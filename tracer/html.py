@@ -129,12 +129,13 @@ def _step(trace, step, uid, fractions, tol, before, after, opened: bool) -> str:
         left = (f'<div class="as-note">Showing rows 0–{r - 1} of {rows} and columns 0–{c - 1} of {cols}; the whole '
                 f'step: <code>trace.show(&quot;{_e(step.id)}&quot;)</code>, its numbers: '
                 f'<code>trace[&quot;{_e(step.id)}&quot;]</code>.</div>')
-    return (f'<details id="{uid}-{_e(step.id)}"{" open" if opened else ""}><summary><code>{_e(step.id)}</code> '
+    # the links point into the body: a browser opens the closed <details> around a fragment's target
+    return (f'<details data-step="{_e(step.id)}"{" open" if opened else ""}><summary><code>{_e(step.id)}</code> '
             f'{_e(step.title)} · <span class="as-f">{_e(step.formula)}</span> · {rows} × {cols} '
             f'<span class="as-note">({_e(step.axes[0])} × {_e(step.axes[1])})</span>'
-            f'<span class="as-move">{move}</span></summary>'
+            f'<span class="as-move">{move}</span></summary><div id="{uid}-{_e(step.id)}">'
             f'<div class="as-note">{_e(step.why)}</div>'
-            f'<div class="as-wrap"><table><tr><th></th>{head}</tr>{"".join(body)}</table></div>{left}</details>')
+            f'<div class="as-wrap"><table><tr><th></th>{head}</tr>{"".join(body)}</table></div>{left}</div></details>')
 
 
 def _colours(a: np.ndarray, sequential: bool) -> list[list[tuple[str, str]]]:
