@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 
 import numpy as np
 
@@ -30,6 +31,7 @@ class StateTensors:
 
     def __init__(self, state: dict):
         self._state, self.folder = state, WHERE
+        self._pool: dict | None = None      # float64 buffers reused block after block (reusing())
 
     def __contains__(self, name: str) -> bool:
         return name in self._state
@@ -54,8 +56,14 @@ class StateTensors:
 
     @contextlib.contextmanager
     def reusing(self):
-        """Nothing to reuse: every read is already a fresh conversion of a tensor in memory."""
-        yield self
+        """As `Tensors.reusing`: whole tensors read meanwhile are converted into buffers kept by
+        their place in a block, so that the earlier blocks fill the same memory one after the
+        other rather than fresh pages (the first touch of a page costs more than the conversion)."""
+        self._pool = {}
+        try:
+            yield self
+        finally:
+            self._pool = None
 
     def rows(self, name: str, ids) -> np.ndarray:
         """Rows `ids` of tensor `name` (all of it when ids is None) as float64, converted by torch
@@ -72,10 +80,20 @@ class StateTensors:
         cells = (len(ids) if ids is not None else shape[0] if shape else 1) * math.prod(shape[1:])
         if not memory.fits(cells * 8):
             raise ScenarioError(name, f"has shape {shape}: reading it {memory.shortfall(cells * 8)}", WHERE)
+        part = t.detach() if ids is None else t.detach()[torch.as_tensor(list(ids), dtype=torch.long)]
+        a = self._buffer(name, tuple(part.shape)) if ids is None else None
+        a = np.empty(tuple(part.shape), dtype=np.float64) if a is None else a
         with torch.no_grad():
-            part = t.detach() if ids is None else t.detach()[torch.as_tensor(list(ids), dtype=torch.long)]
-            a = part.to(device="cpu", dtype=torch.float64).numpy()
+            torch.from_numpy(a).copy_(part)   # widened by torch, bfloat16 included, into a
         return _finite(name, a, WHERE, ids)
+
+    def _buffer(self, name: str, shape: tuple) -> np.ndarray | None:
+        if self._pool is None:
+            return None
+        key = (re.sub(r"\.\d+\.", ".#.", name), shape)
+        if key not in self._pool:
+            self._pool[key] = np.empty(shape, dtype=np.float64)
+        return self._pool[key]
 
     def _get(self, name: str):
         try:
