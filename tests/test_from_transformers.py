@@ -42,7 +42,7 @@ def test_every_layer_is_transformers_own(checkpoint, family):
         close(weights, want["weights"], f"{family} layer {layer}: weights")
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", tc.FAMILIES + tuple(tc.MORE))
 def test_the_same_arrays_as_the_saved_folder(checkpoint, family):
     """The folder holds the model's float32 weights; the model in memory is those widened: the
     loader sees the same numbers either way, so every array is equal, bit for bit."""
@@ -57,7 +57,13 @@ def test_the_same_arrays_as_the_saved_folder(checkpoint, family):
         assert (got is None) == (want is None), name
         if got is not None:
             np.testing.assert_array_equal(got, want, err_msg=name)
+    for name in ("norm_in", "out_norm"):
+        got, want = getattr(scenario, name), getattr(b, name)
+        assert (got is None) == (want is None), name
+        for key in want or {}:
+            np.testing.assert_array_equal(got[key], want[key], err_msg=f"{name}.{key}")
     assert scenario.softcap == b.softcap and scenario.mask == b.mask and scenario.rope == b.rope
+    assert scenario.title.split(",", 1)[1] == b.title.split(",", 1)[1]   # the name: the model's, the folder's
 
 
 def test_bfloat16_is_widened_as_the_folder_does(tmp_path):
