@@ -187,6 +187,9 @@ def browser():
 # a notebook front end's page: its own colours for each theme, the trace's HTML inside
 FRONT = ("<!doctype html><meta charset=utf-8><style>body{background:#fff;color:#222}"
          "@media (prefers-color-scheme:dark){body{background:#1e1e1e;color:#ddd}}</style><body>%s</body>")
+# JupyterLab's dark theme: a dark page whatever the system's preference, its own link colour
+DARK_LAB = ("<!doctype html><meta charset=utf-8><style>body{background:#111;color:#ddd;"
+            "--jp-content-link-color:#64b5f6}</style><body>%s</body>")
 
 
 def _pixels(png: bytes) -> np.ndarray:
@@ -199,13 +202,14 @@ def _luminance(css: str) -> float:
     return 0.2126 * r + 0.7152 * g + 0.0722 * b
 
 
-@pytest.mark.parametrize("theme", ["light", "dark"])
-def test_chromium_draws_it_readable_in_both_themes(browser, by_hand, tmp_path, theme):
+@pytest.mark.parametrize("theme, front", [("light", FRONT), ("dark", FRONT), ("light", DARK_LAB)],
+                         ids=["light", "dark", "jupyterlab-dark"])
+def test_chromium_draws_it_readable_in_both_themes(browser, by_hand, tmp_path, theme, front):
     pytest.importorskip("matplotlib")
     from selenium.webdriver.common.by import By
     _, text = by_hand
     page = tmp_path / "page.html"
-    page.write_text(FRONT % text, encoding="utf-8")
+    page.write_text(front % text, encoding="utf-8")
     browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme",
                                                                          "value": theme}]})
     browser.get(page.as_uri())

@@ -27,14 +27,17 @@ MASKED = ("#d9d9d9", "#000000")   # a −∞ (masked) cell: background, ink
 _ids = itertools.count()          # one prefix per rendering: two traces in one notebook never share ids
 
 # Neutral colours (half-transparent greys) read on a light page and a dark one alike; the page's
-# own text colour is inherited; prefers-color-scheme only tunes the links.
+# own text colour is inherited (a front end's dark theme need not set prefers-color-scheme), links
+# take the front end's link colour where it names one (JupyterLab, VS Code); each cell carries its
+# own background and ink.
 STYLE = """
 .attnsim{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;font-size:13px;line-height:1.4;color:inherit}
 .attnsim .as-head{margin:0 0 6px}
 .attnsim .as-note{opacity:.8;font-size:12px;margin:4px 0}
 .attnsim nav{border:1px solid rgba(128,128,128,.45);border-radius:4px;padding:4px 8px;margin:4px 0 8px}
 .attnsim nav a{margin-right:6px;white-space:nowrap}
-.attnsim a{color:#1565c0}
+.attnsim a{color:var(--jp-content-link-color,var(--vscode-textLink-foreground,inherit));text-decoration:underline;
+ text-decoration-color:rgba(66,133,244,.9)}
 .attnsim details{border:1px solid rgba(128,128,128,.45);border-radius:4px;margin:4px 0;padding:0 8px}
 .attnsim summary{cursor:pointer;padding:4px 0}
 .attnsim .as-f{font-family:ui-monospace,Menlo,Consolas,monospace;opacity:.85}
@@ -44,7 +47,7 @@ STYLE = """
 .attnsim td{padding:2px 6px;text-align:right;min-width:2.2em;border:1px solid rgba(128,128,128,.25)}
 .attnsim td[title]{cursor:help}
 .attnsim .as-wrap{overflow-x:auto}
-@media (prefers-color-scheme:dark){.attnsim a{color:#90caf9}}
+@media (prefers-color-scheme:dark){.attnsim a{text-decoration-color:rgba(144,202,249,.9)}}
 """
 
 
@@ -120,7 +123,7 @@ def _step(trace, step, uid, fractions, tol, before, after, opened: bool) -> str:
     head = "".join(f"<th>{_e(n)}</th>" for n in col_names)
     body = []
     for i in range(r):
-        tds = "".join(f'<td style="background:{colours[i][j][0]};color:{colours[i][j][1]}" '
+        tds = "".join(f'<td style="background-color:{colours[i][j][0]};color:{colours[i][j][1]}" '
                       f'title="{_e(trace.explain(step.id, i, j))}">{_e(write(a[i, j]))}</td>' for j in range(c))
         body.append(f"<tr><th>{_e(row_names[i])}</th>{tds}</tr>")
     move = " ".join(f'<a href="#{uid}-{_e(t)}">{w}</a>' for t, w in ((before, "← previous"), (after, "next →")) if t)

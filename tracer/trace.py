@@ -161,9 +161,8 @@ class Trace:
         return trace_html(self)
 
     def show(self, step=None, *, figure: str = "heatmap", blank: bool = False):
-        """One step (an id, or a list of ids) drawn inline in a notebook, as `attnsim export
-        --figure` draws it: `heatmap` (default: the weights of the first heads), `worksheet` (the
-        head of the step, as the classroom sheet; `blank` leaves computed cells empty) or `lines`."""
+        """Steps (an id or a list; default the first heads' weights) drawn inline in a notebook as
+        `attnsim export --figure` draws them: `heatmap`, `worksheet` (their head) or `lines`."""
         from .notebook import show
         return show(self, step, figure, blank)
 
