@@ -11,6 +11,8 @@ from html.parser import HTMLParser
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import tracer
 from test_by_hand import A, FLOOR, S
@@ -239,3 +241,41 @@ def test_the_step_list_opens_the_step_it_names(browser, by_hand, tmp_path):
     browser.find_element(By.LINK_TEXT, "h0.scores").click()
     assert scores.get_attribute("open") is not None
     assert scores.find_element(By.CSS_SELECTOR, "td").is_displayed()
+
+
+# ---------------------------------------------------------------- generated scenarios
+def _value(text: str) -> float:
+    text = text.replace("−", "-")
+    return -np.inf if text == "-∞" else float(Fraction(text)) if "/" in text else float(text)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(2, 5), st.integers(2, 4), st.sampled_from(["rows", "columns"]), st.sampled_from(["none", "causal"]),
+       st.sampled_from(["by-hand", "exact"]), st.integers(0, 2**32 - 1))
+def test_every_cell_drawn_is_the_references(n, d, layout, mask, preset, seed):
+    """Small integer scenarios: each drawn number (a fraction where by-hand makes one, else four
+    significant digits) is the independent reference's value (tests/reference.py)."""
+    import reference
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-2, 3, size=(n, d))
+    w = [rng.integers(-1, 2, size=(d, 2)) for _ in range(3)]
+    orient = (lambda m: m.T) if layout == "columns" else (lambda m: m)
+    scenario = tracer.from_arrays(x=orient(x), q=[orient(w[0])], k=[orient(w[1])], v=[orient(w[2])],
+                                  layout=layout, mask=mask)
+    trace = tracer.run(scenario, arithmetic=preset)
+    want = reference.attention(orient(x), [orient(w[0])], [orient(w[1])], [orient(w[2])], layout=layout, mask=mask,
+                               **reference.PRESETS[preset])
+    page = Page(trace._repr_html_())
+    assert list(page.details) == [s.id for s in trace.steps]
+    checked = 0
+    for sid, expected in want.items():
+        if sid in page.details:
+            got = np.array([[_value(t) for t in row] for row in page.numbers(sid)])
+            np.testing.assert_allclose(got, expected, rtol=5e-4, atol=1e-12, err_msg=sid)
+            checked += 1
+    assert checked >= 8
+    if preset == "by-hand":   # a fraction written is the reference's value, exactly
+        texts = [t for row in page.numbers("h0.weights") for t in row]
+        for t, r in zip(texts, want["h0.weights"].ravel()):
+            if "/" in t:
+                assert float(Fraction(t)) == pytest.approx(r, rel=1e-12, abs=0), t
