@@ -98,10 +98,13 @@ def test_a_few_heads(checkpoint):
 
 # ---------------------------------------------------------------- refusals, each naming its cause
 class Model:
-    """A model-like object: a real model's config with a state dict of our choosing."""
+    """A real model with a state dict of our choosing."""
 
     def __init__(self, model, state: dict):
-        self.config, self._state = model.config, state
+        self._model, self._state = model, state
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
 
     def state_dict(self) -> dict:
         return self._state
@@ -188,3 +191,37 @@ def test_arrays_of_a_folder_are_unchanged(checkpoint):
     a = layer_arrays(folder, tc.TEXT, 1)
     assert a["description"].startswith(f"Layer 1 of 3 of the gpt2 checkpoint {str(folder)!r} on the text {tc.TEXT!r}. "
                                        "x is the residual stream entering the layer, computed by running the earlier blocks")
+
+
+@pytest.mark.parametrize("family", ["gpt2", "qwen3_moe"])
+def test_the_state_dict_is_read_by_the_names_the_folder_gives(tmp_path, family):
+    """transformers 5 fuses a mixture's experts in memory and splits them again when it saves: the
+    tensors handed to the loader are named as in the saved folder, whatever the family."""
+    from safetensors import safe_open
+    from tracer.models.state import saved_state
+    if family == "gpt2":
+        model = transformers.GPT2LMHeadModel(tc.config("gpt2"))
+    else:
+        model = transformers.AutoModelForCausalLM.from_config(transformers.Qwen3MoeConfig(
+            hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2, intermediate_size=48,
+            moe_intermediate_size=16, num_experts=4, num_experts_per_tok=2, vocab_size=100, head_dim=8))
+    model.save_pretrained(tmp_path, safe_serialization=True)
+    with safe_open(str(tmp_path / "model.safetensors"), "pt") as f:
+        saved = {name: f.get_tensor(name) for name in f.keys()}
+    state = saved_state(model)
+    assert set(saved) <= set(state)
+    for name, tensor in saved.items():
+        torch.testing.assert_close(state[name], tensor, rtol=0, atol=0, msg=name)
+
+
+def test_a_state_dict_transformers_cannot_turn_back_is_refused_in_one_line(checkpoint):
+    _, model = checkpoint("gpt2")
+
+    class Bare:   # a config and a state dict, but not a module transformers knows
+        config = model.config
+
+        def state_dict(self):
+            return model.state_dict()
+    with pytest.raises(ScenarioError, match=r"^the model in memory: model: its state dict cannot be put in the saved "
+                                            r"layout \(AttributeError: .*\); expected a model that transformers can save$"):
+        tracer.from_transformers(Bare(), tokenizer_of("gpt2"), tc.TEXT, 0)

@@ -35,7 +35,7 @@ def from_transformers(model, tokenizer, text: str, layer: int, *, heads=None):
     from ..scenario import from_arrays
     from .config import parse
     from .layer import check_layer, traced_layer
-    from .state import WHERE, StateTensors, backend, model_config
+    from .state import WHERE, StateTensors, backend, model_config, saved_state
     from .tokens import encode_with
 
     try:
@@ -45,7 +45,7 @@ def from_transformers(model, tokenizer, text: str, layer: int, *, heads=None):
     check_layer(cfg, layer)
     inner = backend(tokenizer)
     ids, pieces = encode_with(inner, text, cfg.positions, WHERE, "tokenizer")
-    tensors = StateTensors(model.state_dict())
+    tensors = StateTensors(saved_state(model))
     _same_vocabulary(inner, tensors, cfg)
     name = getattr(model.config, "name_or_path", "") or cfg.model_type
     label = name.rstrip("/").rsplit("/", 1)[-1] or cfg.model_type

@@ -115,6 +115,23 @@ def model_config(model) -> dict:
     return data
 
 
+def saved_state(model) -> dict:
+    """The model's tensors by the names its saved folder gives them: transformers (5 and later)
+    keeps some tensors otherwise in memory (a mixture's experts fused into one) and turns them
+    back when it saves; the same turn is taken here, in memory, so that the folder's loader reads
+    them. Older transformers keep the saved layout in memory."""
+    state = model.state_dict()
+    try:
+        from transformers.core_model_loading import revert_weight_conversion
+    except ImportError:
+        return state
+    try:
+        return revert_weight_conversion(model, state)
+    except Exception as err:   # whatever a conversion of transformers' raises: one line naming it
+        raise ScenarioError("model", f"its state dict cannot be put in the saved layout ({type(err).__name__}: "
+                            f"{str(err)[:200]}); expected a model that transformers can save", WHERE) from None
+
+
 def backend(tokenizer):
     """The `tokenizers.Tokenizer` behind a transformers tokenizer (a fast one), or the one given."""
     inner = getattr(tokenizer, "backend_tokenizer", tokenizer)
