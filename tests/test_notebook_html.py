@@ -208,7 +208,6 @@ def _luminance(css: str) -> float:
                          ids=["light", "dark", "jupyterlab-dark"])
 def test_chromium_draws_it_readable_in_both_themes(browser, by_hand, tmp_path, theme, front):
     pytest.importorskip("matplotlib")
-    from selenium.webdriver.common.by import By
     _, text = by_hand
     page = tmp_path / "page.html"
     page.write_text(front % text, encoding="utf-8")
@@ -217,16 +216,19 @@ def test_chromium_draws_it_readable_in_both_themes(browser, by_hand, tmp_path, t
     browser.get(page.as_uri())
     assert browser.execute_script("return matchMedia('(prefers-color-scheme: dark)').matches") == (theme == "dark")
     pixels = _pixels(browser.get_screenshot_as_png())
-    assert pixels.std() > 0.05 and len(np.unique(pixels.reshape(-1, 3), axis=0)) > 50, "a blank page"
+    colours = np.unique((pixels.reshape(-1, 3) * 255).round().astype(np.int64) @ [1 << 16, 1 << 8, 1])
+    assert pixels.std() > 0.05 and len(colours) > 50, "a blank page"
     background = browser.execute_script("return getComputedStyle(document.body).backgroundColor")
-    for element in browser.find_elements(By.CSS_SELECTOR, ".attnsim summary, .attnsim nav a"):
-        ink = browser.execute_script("return getComputedStyle(arguments[0]).color", element)
-        assert abs(_luminance(ink) - _luminance(background)) > 0.4, (theme, element.text, ink, background)
-    cells = browser.find_elements(By.CSS_SELECTOR, "details[open] td")
-    assert cells and all(c.is_displayed() for c in cells)
-    for c in cells:   # each cell's ink stands out from its own colour
-        ink, fill = (browser.execute_script(f"return getComputedStyle(arguments[0]).{p}", c) for p in ("color", "backgroundColor"))
-        assert abs(_luminance(ink) - _luminance(fill)) > 0.3, c.text
+    inks = browser.execute_script("return [...document.querySelectorAll('.attnsim summary, .attnsim nav a')]"
+                                  ".map(e => [e.textContent, getComputedStyle(e).color])")
+    assert len(inks) == 2 * 10
+    for text, ink in inks:
+        assert abs(_luminance(ink) - _luminance(background)) > 0.4, (theme, text, ink, background)
+    cells = browser.execute_script("return [...document.querySelectorAll('details[open] td')].map(e => [e.textContent,"
+                                   " getComputedStyle(e).color, getComputedStyle(e).backgroundColor, e.offsetWidth])")
+    assert len(cells) == 6 * 4 + 4 * 4   # x and the weights, open from the start
+    for text, ink, fill, width in cells:   # drawn, and each cell's ink stands out from its own colour
+        assert width > 10 and abs(_luminance(ink) - _luminance(fill)) > 0.3, text
 
 
 def test_the_step_list_opens_the_step_it_names(browser, by_hand, tmp_path):
