@@ -61,7 +61,8 @@ def trace_html(trace) -> str:
     for i, step in enumerate(order):
         before = order[i - 1].id if i else None
         after = order[i + 1].id if i + 1 < len(order) else None
-        parts.append(_step(trace, step, uid, fractions, tol, before, after, opened=i == 0 or step.kind == "weights" and i < 12))
+        opened = i == 0 or (step.kind == "weights" and step.head == 0)   # the input, and where it leads
+        parts.append(_step(trace, step, uid, fractions, tol, before, after, opened))
     parts.append("</div>")
     return "".join(parts)
 
