@@ -8,8 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import ScenarioError
+from .blocks import prefix
+from .config import parse
 from .families import FAMILIES
-from .layer import keep_heads, layer_arrays, origin, section_arrays
+from .layer import check_layer, keep_heads, layer_arrays, origin, section_arrays, traced_layer
+from .state import WHERE, StateTensors, backend, model_config, saved_state
+from .tokens import encode_with
 
 __all__ = ["FAMILIES", "from_model", "from_transformers", "keep_heads", "layer_arrays", "origin", "section_arrays"]
 
@@ -31,12 +36,7 @@ def from_transformers(model, tokenizer, text: str, layer: int, *, heads=None):
     """`from_model` for a transformers model already in memory and its tokenizer: its config and
     state dict are read as a folder's config.json and safetensors would be (same families, same
     checks and refusals); nothing is written to disk."""
-    from ..errors import ScenarioError
     from ..scenario import from_arrays
-    from .config import parse
-    from .layer import check_layer, traced_layer
-    from .state import WHERE, StateTensors, backend, model_config, saved_state
-    from .tokens import encode_with
 
     try:
         cfg = parse(model_config(model))
@@ -47,7 +47,7 @@ def from_transformers(model, tokenizer, text: str, layer: int, *, heads=None):
     ids, pieces = encode_with(inner, text, cfg.positions, WHERE, "tokenizer")
     tensors = StateTensors(saved_state(model))
     _same_vocabulary(inner, tensors, cfg)
-    name = getattr(model.config, "name_or_path", "") or cfg.model_type
+    name = str(getattr(model.config, "name_or_path", "") or cfg.model_type)
     label = name.rstrip("/").rsplit("/", 1)[-1] or cfg.model_type
     arrays = traced_layer(tensors, cfg, ids, pieces, layer, label,
                           f"the {cfg.model_type} model {name!r} (in memory) on the text {text!r}")
@@ -59,8 +59,6 @@ def from_transformers(model, tokenizer, text: str, layer: int, *, heads=None):
 def _same_vocabulary(tokenizer, tensors, cfg) -> None:
     """A tokenizer whose vocabulary is larger than the model's embedding table is another model's
     (a model's own may be smaller: tables are often padded)."""
-    from ..errors import ScenarioError
-    from .blocks import prefix
     rows = tensors.shape(prefix(tensors, cfg) + cfg.family.embed + ".weight")[0]
     size = tokenizer.get_vocab_size(with_added_tokens=True)
     if size > rows:
