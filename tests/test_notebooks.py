@@ -20,10 +20,30 @@ DISPLAY = ["import tracer\ntrace = tracer.run('by_hand', arithmetic='by-hand')\n
            "tracer.run('gpt_causal').show(figure='lines')"]
 
 
+def hub_cache(folder: Path) -> Path:
+    """A Hugging Face cache holding a tiny random `gpt2` (6 layers, so that the example's layer 5
+    exists; positions enough for its sentence), laid out as the hub's client lays it out, so that
+    the example's real-model cell runs offline. With transformers missing, an empty cache."""
+    try:
+        import tiny_checkpoints as tc
+        import transformers
+    except ImportError:
+        return folder
+    snapshot = folder / "models--gpt2" / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (folder / "models--gpt2" / "refs").mkdir()
+    (folder / "models--gpt2" / "refs" / "main").write_text("0" * 40)
+    config = transformers.GPT2Config(n_embd=32, n_head=4, n_layer=6, n_positions=128, vocab_size=300)
+    transformers.GPT2LMHeadModel(config).save_pretrained(snapshot, safe_serialization=True)
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tc.tokenizer("gpt2")).save_pretrained(snapshot)
+    return folder
+
+
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
     """(the example, the display notebook), executed one after the other in one kernel, which
-    finds this checkout's packages first and runs in a folder of its own."""
+    finds this checkout's packages first, a Hugging Face cache with a tiny GPT-2 (offline), and
+    runs in a folder of its own."""
     from nbformat.v4 import new_code_cell, new_notebook
     example = nbformat.read(EXAMPLE, as_version=4)
     display = new_notebook(cells=[new_code_cell(src) for src in DISPLAY])
@@ -31,6 +51,7 @@ def executed(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
         mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.setenv("HF_HUB_CACHE", str(hub_cache(tmp_path_factory.mktemp("hub"))))
         client = nbclient.NotebookClient(example, timeout=300, kernel_name="python3",
                                          resources={"metadata": {"path": str(folder)}})
         with client.setup_kernel():
@@ -79,8 +100,13 @@ def test_the_example_runs_and_shows_the_trace_the_swap_and_a_class(executed):
     assert "text/html" in exact
     text = _text(example)
     assert "= 27/46 ≈ 0.587" in text
-    # no GPT-2 in this cache (offline): the cell says so and shows nothing; with one, the layer
-    assert ("skipped: no GPT-2 in the Hugging Face cache" in text) != ("text/html" in real)
+    try:   # the cache's GPT-2 (a tiny one, see hub_cache), layer 5 on the example's sentence
+        import transformers  # noqa: F401
+    except ImportError:   # the cell says it skipped, and shows nothing
+        assert "skipped: no GPT-2 in the Hugging Face cache" in text and real == {}
+    else:
+        assert real["text/plain"].startswith("<Trace gpt2_layer5: ") and ", 4 heads, " in real["text/plain"]
+        assert "gpt2, layer 5" in real["text/html"] and 'data-step="h0.weights"' in real["text/html"]
     assert "s01.toml" in made["text/plain"] and "key.json" in made["text/plain"]
 
 
