@@ -31,12 +31,13 @@ def html_times(reps: int) -> dict:
 
 def gpt2_small_model():
     """A GPT-2-small-shaped model (12 layers, d_model 768, 12 heads, 50 257 tokens), random
-    weights, float32 as published; and a byte-level tokenizer trained here on a few sentences."""
+    weights, float32 as published; and a byte-level tokenizer trained here on a few sentences
+    (its first token stands for the end of text)."""
     import torch
     import transformers
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     torch.manual_seed(0)
-    model = transformers.GPT2LMHeadModel(transformers.GPT2Config()).eval()
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(bos_token_id=0, eos_token_id=0)).eval()
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()

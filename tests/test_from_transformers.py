@@ -225,3 +225,15 @@ def test_a_state_dict_transformers_cannot_turn_back_is_refused_in_one_line(check
     with pytest.raises(ScenarioError, match=r"^the model in memory: model: its state dict cannot be put in the saved "
                                             r"layout \(AttributeError: .*\); expected a model that transformers can save$"):
         tracer.from_transformers(Bare(), tokenizer_of("gpt2"), tc.TEXT, 0)
+
+
+def test_a_tokenizer_without_the_models_special_tokens_is_refused(checkpoint):
+    """A smaller vocabulary than the model's is no proof of a mismatch (tables are padded), but one
+    without the model's end-of-text token is another model's tokenizer."""
+    _, model = checkpoint("gpt2")
+    tok = tokenizer_of("gpt2")   # 290 tokens, for a model of 300
+    other = transformers.GPT2LMHeadModel(transformers.GPT2Config(**{**model.config.to_dict(), "eos_token_id": 295}))
+    with pytest.raises(ScenarioError, match=r"tokenizer: has no token 295, the model's eos_token_id; expected the "
+                                            r"tokenizer of this gpt2 model, not another's"):
+        tracer.from_transformers(other, tok, tc.TEXT, 0)
+    assert tracer.from_transformers(model, tok, tc.TEXT, 0).n == len(tok(tc.TEXT)["input_ids"])

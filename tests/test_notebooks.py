@@ -33,7 +33,8 @@ def hub_cache(folder: Path) -> Path:
     snapshot.mkdir(parents=True)
     (folder / "models--gpt2" / "refs").mkdir()
     (folder / "models--gpt2" / "refs" / "main").write_text("0" * 40)
-    config = transformers.GPT2Config(n_embd=32, n_head=4, n_layer=6, n_positions=128, vocab_size=300)
+    config = transformers.GPT2Config(n_embd=32, n_head=4, n_layer=6, n_positions=128, vocab_size=300,
+                                     bos_token_id=0, eos_token_id=0)   # tokens its tokenizer has
     transformers.GPT2LMHeadModel(config).save_pretrained(snapshot, safe_serialization=True)
     transformers.PreTrainedTokenizerFast(tokenizer_object=tc.tokenizer("gpt2")).save_pretrained(snapshot)
     return folder

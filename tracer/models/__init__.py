@@ -46,7 +46,7 @@ def from_transformers(model, tokenizer, text: str, layer: int, *, heads=None):
     inner = backend(tokenizer)
     ids, pieces = encode_with(inner, text, cfg.positions, WHERE, "tokenizer")
     tensors = StateTensors(saved_state(model))
-    _same_vocabulary(inner, tensors, cfg)
+    _same_vocabulary(inner, tensors, cfg, model_config(model))
     name = str(getattr(model.config, "name_or_path", "") or cfg.model_type)
     label = name.rstrip("/").rsplit("/", 1)[-1] or cfg.model_type
     arrays = traced_layer(tensors, cfg, ids, pieces, layer, label,
@@ -56,11 +56,18 @@ def from_transformers(model, tokenizer, text: str, layer: int, *, heads=None):
     return from_arrays(**arrays)
 
 
-def _same_vocabulary(tokenizer, tensors, cfg) -> None:
-    """A tokenizer whose vocabulary is larger than the model's embedding table is another model's
-    (a model's own may be smaller: tables are often padded)."""
+def _same_vocabulary(tokenizer, tensors, cfg, data: dict) -> None:
+    """Another model's tokenizer is refused: one whose vocabulary is larger than the model's
+    embedding table (a model's own may be smaller: tables are often padded), or one that lacks the
+    model's own special tokens (config's bos_token_id and eos_token_id)."""
     rows = tensors.shape(prefix(tensors, cfg) + cfg.family.embed + ".weight")[0]
     size = tokenizer.get_vocab_size(with_added_tokens=True)
     if size > rows:
         raise ScenarioError("tokenizer", f"has a vocabulary of {size} tokens; expected at most the model's "
                             f"{rows} (the tokenizer of this {cfg.model_type} model, not another's)")
+    for key in ("bos_token_id", "eos_token_id"):
+        ids = data.get(key)
+        for i in ids if isinstance(ids, list) else [ids]:
+            if isinstance(i, int) and not isinstance(i, bool) and tokenizer.id_to_token(i) is None:
+                raise ScenarioError("tokenizer", f"has no token {i}, the model's {key}; expected the tokenizer of "
+                                    f"this {cfg.model_type} model, not another's")
