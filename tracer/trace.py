@@ -154,6 +154,22 @@ class Trace:
         from .explain import sources
         return sources(self, sid, row, col)
 
+    # ------------------------------------------------------------ notebooks
+    def _repr_html_(self) -> str:
+        """The trace in a notebook: a step list and each step's heatmap (tracer/html.py)."""
+        from .html import trace_html
+        return trace_html(self)
+
+    def show(self, step=None, *, figure: str = "heatmap", blank: bool = False):
+        """Steps (an id or a list; default the first heads' weights) drawn inline in a notebook as
+        `attnsim export --figure` draws them: `heatmap`, `worksheet` (their head) or `lines`."""
+        from .notebook import show
+        return show(self, step, figure, blank)
+
+    def __repr__(self) -> str:
+        from .notebook import trace_repr
+        return trace_repr(self)
+
     # ------------------------------------------------------------ computing
     def compute_all(self) -> "Trace":
         """Every step; a lazy trace computes each head in turn and keeps only the last few."""

@@ -42,21 +42,32 @@ def write_figure(trace, path, steps=None, kind: str = "heatmap", blank: bool = F
     refuse_an_input(path, trace.scenario)
     chosen = selected_steps(trace, steps) if steps else None
     from . import common
+    common.render(builder(trace, chosen, kind, blank), path, name)
+    return Path(path)
+
+
+def figure_svg(trace, steps=None, kind: str = "heatmap", blank: bool = False) -> str:
+    """The same figure as `write_figure` draws, as SVG text (nothing written)."""
+    check_kind(kind)
+    from . import common
+    return common.svg_text(builder(trace, selected_steps(trace, steps) if steps else None, kind, blank))
+
+
+def builder(trace, chosen, kind: str, blank: bool):
+    """The function that draws `kind` of the chosen steps (checked first) on a matplotlib Figure."""
     if kind == "heatmap":
         from . import heatmap
         chosen = chosen or default_weights(trace, MOST_HEADS[kind])
-        common.render(lambda Figure: heatmap.draw(trace, chosen, Figure), path, name)
-    elif kind == "worksheet":
+        return lambda Figure: heatmap.draw(trace, chosen, Figure)
+    if kind == "worksheet":
         from . import worksheet
         head = next((s.head for s in chosen or [] if s.head is not None), 0)
         worksheet.check(trace, head)
-        common.render(lambda Figure: worksheet.draw(trace, head, blank, Figure), path, name)
-    else:
-        from . import lines
-        chosen = chosen or default_weights(trace, MOST_HEADS[kind])
-        lines.check(trace, chosen)
-        common.render(lambda Figure: lines.draw(trace, chosen, Figure), path, name)
-    return Path(path)
+        return lambda Figure: worksheet.draw(trace, head, blank, Figure)
+    from . import lines
+    chosen = chosen or default_weights(trace, MOST_HEADS[kind])
+    lines.check(trace, chosen)
+    return lambda Figure: lines.draw(trace, chosen, Figure)
 
 
 def default_weights(trace, most: int) -> list:

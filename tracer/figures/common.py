@@ -76,6 +76,17 @@ def tick_step(count: int, most: int) -> int:
     return max(1, math.ceil(count / most))
 
 
+def svg_text(build) -> str:
+    """The figure `build(Figure)` makes, as SVG text in memory (for a notebook: no file)."""
+    import io
+    mpl = matplotlib()
+    from matplotlib.figure import Figure
+    out = io.StringIO()
+    with mpl.rc_context(RC):
+        build(Figure).savefig(out, format="svg", metadata={"Date": None}, facecolor="white")
+    return out.getvalue()
+
+
 def render(build, path, fmt_name: str):
     """Builds a figure with `build(Figure)` under the house style and writes it atomically."""
     mpl = matplotlib()

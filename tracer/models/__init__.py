@@ -2,15 +2,21 @@
 the model on your text, its input computed by running the earlier blocks in float64 NumPy.
 
     scenario = tracer.from_model("gpt2", "The cat sat on the mat", layer=5)
+    scenario = tracer.from_transformers(model, tokenizer, "The cat sat on the mat", layer=5)
 """
 from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import ScenarioError
+from .blocks import prefix
+from .config import parse
 from .families import FAMILIES
-from .layer import keep_heads, layer_arrays, origin, section_arrays
+from .layer import check_layer, keep_heads, layer_arrays, origin, section_arrays, traced_layer
+from .state import WHERE, StateTensors, backend, model_config, saved_state
+from .tokens import encode_with
 
-__all__ = ["FAMILIES", "from_model", "keep_heads", "layer_arrays", "origin", "section_arrays"]
+__all__ = ["FAMILIES", "from_model", "from_transformers", "keep_heads", "layer_arrays", "origin", "section_arrays"]
 
 
 def from_model(path, text: str, layer: int, *, heads=None, base: Path | None = None):
@@ -24,3 +30,44 @@ def from_model(path, text: str, layer: int, *, heads=None, base: Path | None = N
     scenario = from_arrays(**arrays)
     scenario.model = origin(path, text, layer, heads, base)
     return scenario
+
+
+def from_transformers(model, tokenizer, text: str, layer: int, *, heads=None):
+    """`from_model` for a transformers model already in memory and its tokenizer: its config and
+    state dict are read as a folder's config.json and safetensors would be (same families, same
+    checks and refusals); nothing is written to disk."""
+    from ..scenario import from_arrays
+
+    try:
+        cfg = parse(model_config(model))
+    except ScenarioError as err:
+        raise err.at(f"{WHERE} ({type(model).__name__})") from None
+    check_layer(cfg, layer)
+    inner = backend(tokenizer)
+    ids, pieces = encode_with(inner, text, cfg.positions, WHERE, "tokenizer")
+    tensors = StateTensors(saved_state(model))
+    _same_vocabulary(inner, tensors, cfg, model_config(model))
+    name = str(getattr(model.config, "name_or_path", "") or cfg.model_type)
+    label = name.rstrip("/").rsplit("/", 1)[-1] or cfg.model_type
+    arrays = traced_layer(tensors, cfg, ids, pieces, layer, label,
+                          f"the {cfg.model_type} model {name!r} (in memory) on the text {text!r}")
+    if heads is not None:
+        arrays = keep_heads(arrays, heads)
+    return from_arrays(**arrays)
+
+
+def _same_vocabulary(tokenizer, tensors, cfg, data: dict) -> None:
+    """Another model's tokenizer is refused: one whose vocabulary is larger than the model's
+    embedding table (a model's own may be smaller: tables are often padded), or one that lacks the
+    model's own special tokens (config's bos_token_id and eos_token_id)."""
+    rows = tensors.shape(prefix(tensors, cfg) + cfg.family.embed + ".weight")[0]
+    size = tokenizer.get_vocab_size(with_added_tokens=True)
+    if size > rows:
+        raise ScenarioError("tokenizer", f"has a vocabulary of {size} tokens; expected at most the model's "
+                            f"{rows} (the tokenizer of this {cfg.model_type} model, not another's)")
+    for key in ("bos_token_id", "eos_token_id"):
+        ids = data.get(key)
+        for i in ids if isinstance(ids, list) else [ids]:
+            if isinstance(i, int) and not isinstance(i, bool) and tokenizer.id_to_token(i) is None:
+                raise ScenarioError("tokenizer", f"has no token {i}, the model's {key}; expected the tokenizer of "
+                                    f"this {cfg.model_type} model, not another's")

@@ -30,15 +30,26 @@ def layer_arrays(path, text: str, layer: int, *, base: Path | None = None) -> di
     block at a time (each is let go once applied)."""
     folder = find_checkpoint(path, base)
     cfg = read_config(folder)
+    check_layer(cfg, layer)
+    ids, pieces = encode(folder, text, cfg.positions)
+    label = Path(os.fspath(path)).name or folder.name
+    return traced_layer(Tensors(folder), cfg, ids, pieces, layer, label,
+                        f"the {cfg.model_type} checkpoint {os.fspath(path)!r} on the text {text!r}")
+
+
+def check_layer(cfg: Config, layer) -> None:
     if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < cfg.layers:
         raise ScenarioError("model.layer", f"expected a layer from 0 to {cfg.layers - 1} (the model has "
                             f"{cfg.layers}), got {kind(layer)}")
-    ids, pieces = encode(folder, text, cfg.positions)
-    tensors = Tensors(folder)
+
+
+def traced_layer(tensors, cfg: Config, ids: list[int], pieces: list[str], layer: int, label: str, what: str) -> dict:
+    """The arrays of layer `layer` on the tokens `ids` from a source of tensors (a folder's
+    `Tensors`, or a model's state dict in memory): every tensor checked, then the stream entering
+    the layer computed and the layer's weights read. `what` says where it came from."""
     check_all(tensors, cfg, layer)
     x = _stream(tensors, cfg, ids, layer)
     blk = block(tensors, cfg, layer, mlp=False)
-    label = Path(os.fspath(path)).name or folder.name
     grouped = f", {cfg.groups} key/value groups" if cfg.groups < cfg.heads else ""
     shape = cfg.kinds[layer].label(cfg.family.position)
     arrays = mechanisms(blk, cfg, layer)
@@ -47,9 +58,8 @@ def layer_arrays(path, text: str, layer: int, *, base: Path | None = None) -> di
         name=f"{label}_layer{layer}",
         title=f"{label}, layer {layer}{f' ({shape})' if shape else ''}: {len(ids)} tokens, d_model {cfg.d_model}, {cfg.heads} heads "
               f"of {cfg.head_dim}{grouped}",
-        description=f"Layer {layer} of {cfg.layers} of the {cfg.model_type} checkpoint {os.fspath(path)!r} "
-                    f"on the text {text!r}. x is the residual stream entering the layer, computed by "
-                    f"running the earlier blocks{_features(arrays, shape)}")
+        description=f"Layer {layer} of {cfg.layers} of {what}. x is the residual stream entering the layer, "
+                    f"computed by running the earlier blocks{_features(arrays, shape)}")
 
 
 def _features(arrays: dict, shape: str) -> str:

@@ -39,6 +39,15 @@ def piece(token: str, byte_level: bool) -> str:
 def encode(folder: Path, text, positions: int) -> tuple[list[int], list[str]]:
     """The ids of `text` as the model reads it (with the special tokens the tokenizer adds, such
     as Llama's <s>), and their pieces; empty text or more tokens than `positions` is refused."""
+    check_text(text)
+    tokenizers = require("tokenizers")
+    raw = read_bounded(folder / TOKENIZER, TOKENIZER_BYTES, TOKENIZER,
+                       "the checkpoint's tokenizer (tokenizer.json)", str(folder))
+    tokenizer = _tokenizer_says(lambda: tokenizers.Tokenizer.from_str(raw.decode("utf-8")), "cannot be read", folder)
+    return encode_with(tokenizer, text, positions, str(folder))
+
+
+def check_text(text) -> None:
     if not isinstance(text, str) or not text.strip():
         raise ScenarioError("model.text", "expected some text to tokenize, got "
                             + ("an empty text" if isinstance(text, str) else type(text).__name__))
@@ -47,11 +56,13 @@ def encode(folder: Path, text, positions: int) -> tuple[list[int], list[str]]:
     except UnicodeEncodeError as err:   # a command line's undecodable bytes arrive as lone surrogates
         raise ScenarioError("model.text", f"is not UTF-8 text (character {err.start} is an undecodable "
                             "byte); expected text in UTF-8") from None
+
+
+def encode_with(tokenizer, text: str, positions: int, where: str, name: str = TOKENIZER) -> tuple[list[int], list[str]]:
+    """`encode` with a `tokenizers.Tokenizer` already made (a folder's, or a model's in memory)."""
+    check_text(text)
     tokenizers = require("tokenizers")
-    raw = read_bounded(folder / TOKENIZER, TOKENIZER_BYTES, TOKENIZER,
-                       "the checkpoint's tokenizer (tokenizer.json)", str(folder))
-    tokenizer = _tokenizer_says(lambda: tokenizers.Tokenizer.from_str(raw.decode("utf-8")), "cannot be read", folder)
-    encoding = _tokenizer_says(lambda: tokenizer.encode(text), "fails on the text", folder)
+    encoding = _tokenizer_says(lambda: tokenizer.encode(text), "fails on the text", where, name)
     ids = list(encoding.ids)
     if not ids:
         raise ScenarioError("model.text", "expected text that gives at least one token, got none")
@@ -62,7 +73,7 @@ def encode(folder: Path, text, positions: int) -> tuple[list[int], list[str]]:
     return ids, [piece(t, byte_level) for t in encoding.tokens]
 
 
-def _tokenizer_says(call, failure: str, folder: Path):
+def _tokenizer_says(call, failure: str, folder, name: str = TOKENIZER):
     """call(), a failure of the tokenizer's named as tokenizer.json's: the Rust side raises plain
     Exceptions for a bad file, and panics (a BaseException) when a pattern of the file runs past
     the regex engine's backtracking limit."""
@@ -72,5 +83,5 @@ def _tokenizer_says(call, failure: str, folder: Path):
         raise
     except BaseException as err:
         what = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
-        raise ScenarioError(TOKENIZER, f"{failure} ({what}); expected a tokenizer saved by the tokenizers library",
+        raise ScenarioError(name, f"{failure} ({what}); expected a tokenizer saved by the tokenizers library",
                             str(folder)) from None

@@ -61,6 +61,10 @@ class Scenario:
     out_norm: dict | None = None          # {"kind": "rms", "gain": 1 × d_out, "eps"}: a norm of the attention's
     #                                       output before the residual (residual = x + out_norm)
 
+    def __repr__(self) -> str:
+        from ..notebook import scenario_repr
+        return scenario_repr(self)
+
     @property
     def groups(self) -> int:
         return self.w_k.shape[0]

@@ -1,0 +1,51 @@
+"""What a notebook shows of a trace or a scenario: the trace's HTML (tracer/html.py), one step
+drawn as the SVG of `attnsim export --figure` (a Picture), and one-line reprs."""
+from __future__ import annotations
+
+from .errors import ScenarioError
+
+
+class Picture:
+    """An SVG figure a notebook draws inline (`_repr_svg_`); `save(path)` writes it as SVG or PNG
+    the way `tracer.figure` does."""
+
+    def __init__(self, trace, steps, kind: str, blank: bool):
+        from .figures import figure_svg
+        self.trace, self.steps, self.kind, self.blank = trace, steps, kind, blank
+        self.svg = figure_svg(trace, steps, kind, blank)
+
+    def _repr_svg_(self) -> str:
+        return self.svg
+
+    def save(self, path):
+        from .figures import write_figure
+        return write_figure(self.trace, path, self.steps, kind=self.kind, blank=self.blank)
+
+    def __repr__(self) -> str:
+        from .figures import describe
+        return f"<Picture: {describe(self.trace, self.steps, self.kind)}, {len(self.svg)} bytes of SVG>"
+
+
+def show(trace, steps, figure: str, blank: bool) -> Picture:
+    """`trace.show(...)`: the steps given by id (one id, or a list) as a Picture."""
+    if isinstance(steps, str):
+        steps = [steps]
+    elif steps is not None:
+        steps = list(steps)
+        if not all(isinstance(s, str) for s in steps):
+            raise ScenarioError("step", f"expected step ids like 'h0.weights', got {steps!r}"[:300])
+    return Picture(trace, steps, figure, blank)
+
+
+def trace_repr(trace) -> str:
+    sc = trace.scenario
+    computed = "" if not trace.lazy else ", computed head by head"
+    return (f"<Trace {sc.name}: {sc.n} tokens, {sc.heads} head{'s' if sc.heads != 1 else ''}, {len(trace.steps)} steps, "
+            f"arithmetic {trace.arithmetic.preset}, layout {trace.layout}{computed}>")
+
+
+def scenario_repr(sc) -> str:
+    grouped = f", {sc.groups} key/value groups" if sc.groups < sc.heads else ""
+    mask = sc.mask if isinstance(sc.mask, str) else "given"
+    return (f"<Scenario {sc.name}: {sc.n} tokens, d_model {sc.x.shape[1]}, {sc.heads} head{'s' if sc.heads != 1 else ''} "
+            f"of d_k {sc.w_q.shape[2]}{grouped}, mask {mask}>")
