@@ -10,3 +10,16 @@ def scenario_file(tmp_path):
         path.write_text(text, encoding="utf-8")
         return str(path)
     return write
+
+
+
+# Pilot waits for the app to go idle by sleeping in steps of textual._wait.SLEEP_GRANULARITY (20 ms)
+# until a step passes with (almost) no CPU used: at least 40 ms per key pressed. Steps of 5 ms keep
+# the same test (a step's CPU under 5 % of it) at a quarter of the wait. An animation (a smooth
+# scroll) spends too little CPU per step to count as work, so the apps under test scroll at once.
+import textual._wait as _wait  # noqa: E402
+import textual.constants  # noqa: E402
+
+_wait.SLEEP_GRANULARITY = 0.005
+_wait.SLEEP_IDLE = _wait.SLEEP_GRANULARITY / 20
+textual.constants.TEXTUAL_ANIMATIONS = "none"

@@ -20,14 +20,19 @@ def pilot_test(fn):
 async def settle(pilot, timeout: float = 180.0) -> None:
     """Waits for the tracer's workers and the messages they post."""
     app = pilot.app
-    for _ in range(int(timeout / 0.05)):
-        await pilot.pause()
+
+    def settled() -> bool:
+        return not app.workers._workers and getattr(app.screen, "trace", True) is not None
+
+    await pilot.pause()
+    if settled():   # nothing was running: the idle app has shown what it will show
+        return
+    for _ in range(int(timeout / 0.02)):
         await app.workers.wait_for_complete()
         await pilot.pause()
-        screen = app.screen
-        if not app.workers._workers and getattr(screen, "trace", True) is not None:
+        if settled():
             return
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.02)
     raise AssertionError("the trace never appeared")
 
 
