@@ -20,6 +20,7 @@ from ..widgets.answer import AnswerLine
 from ..widgets.cell_info import CellInfo
 from ..widgets.fit import KeyBar
 from ..widgets.matrix import MatrixView
+from ..widgets.scales import measure_ahead
 from ..widgets.progress import Progress
 from ..widgets.status import StatusBar
 from ..widgets.step_info import StepInfo
@@ -132,6 +133,18 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
                                       lesson=trace.scenario)
         self.show_cell()
         self.fit()
+        self._measure_neighbours()
+
+    def _measure_neighbours(self) -> None:
+        """The steps before and after this one (already computed ones: nothing is computed ahead)
+        get their colour scales measured in the background, so that n and p find them ready."""
+        trace = self.trace
+        ids = [s.id for s in head_steps(trace, self.head)]
+        at = ids.index(self.step_id) if self.step_id in ids else 0
+        near = [ids[i] for i in (at + 1, at - 1) if 0 <= i < len(ids)]
+        arrays = [trace.held(sid) for sid in near]
+        measure_ahead([a.T if trace.columns else a for a in arrays if a is not None],
+                      self.written_fractions(), self._tol())
 
     def _where(self) -> tuple[str, str, str, str]:
         trace = self.trace

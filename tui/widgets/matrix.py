@@ -15,6 +15,7 @@ from textual.strip import Strip
 
 from .fit import clip
 from .heat import Scale
+from .scales import scale_of
 
 LABEL = Style(color="grey70", bold=True)
 LABEL_AT = Style(color="black", bgcolor="grey85", bold=True)
@@ -76,7 +77,7 @@ class MatrixView(ScrollView):
         self.fractions = fractions  # as asked: a change (the f key) redraws even the same array
         self.hidden, self.hide_text = hidden, hide_text
         self.row_labels, self.col_labels = row_labels, col_labels
-        self.scale = Scale(self.array, fractions, tol)
+        self.scale = scale_of(self.array, fractions, tol)   # measured once per matrix
         self._label_w = min(MAX_LABEL, max((len(s) for s in row_labels), default=1)) + 1
         self._cell_w = max(self.scale.width, min(MAX_LABEL - 2, max((len(s) for s in col_labels), default=1))) + 1
         rows, cols = self.array.shape
