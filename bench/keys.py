@@ -1,0 +1,105 @@
+"""How the TUI feels under the keys (issue 24, goals 1 and 2): each key sent through tmux to the
+app in a 160 × 50 terminal, timed from the send until the screen last changed (it must then stay
+the same for SETTLED seconds). The classroom exercise and GPT-2-small run side by side, one key to
+each per round, so both see the same machine; the figures are medians and their ratios.
+
+    python -m bench.keys               # 7 rounds
+    python -m bench.keys --rounds 3
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SETTLED = 0.25     # the screen unchanged this long: the key's work is done
+SWAP_SETTLED = 1.5   # a swap recomputes off the screen's thread: wait longer for its last change
+POLL = 0.004
+SCENARIOS = ("by_hand", "gpt2_small")
+# what each round sends, in order, and the name it is reported under
+KEYS = [("n", "step"), ("n", "step"), ("p", "step"), ("Right", "cursor"), ("Down", "cursor"),
+        ("]", "head"), ("[", "head"), ("a", "swap"), ("a", "swap")]
+
+
+def _tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, timeout=30).stdout
+
+
+def _screen(session: str) -> str:
+    return _tmux("capture-pane", "-p", "-e", "-t", session)
+
+
+def _wait_still(session: str, timeout: float = 300.0) -> str:
+    """Until the screen stays the same for SETTLED seconds."""
+    last, since, end = _screen(session), time.perf_counter(), time.perf_counter() + timeout
+    while time.perf_counter() < end:
+        time.sleep(POLL)
+        now = _screen(session)
+        if now != last:
+            last, since = now, time.perf_counter()
+        elif time.perf_counter() - since >= SETTLED:
+            return last
+    raise TimeoutError(f"{session}: the screen never settled")
+
+
+def _key(session: str, key: str, settled: float = SETTLED) -> float:
+    """Seconds from sending `key` until the screen's last change."""
+    before = _screen(session)
+    start = time.perf_counter()
+    _tmux("send-keys", "-t", session, key)
+    changed, last = None, before
+    while True:
+        time.sleep(POLL)
+        now = _screen(session)
+        if now != last:
+            last, changed = now, time.perf_counter()
+        elif changed is not None and time.perf_counter() - changed >= settled:
+            return changed - start
+        elif changed is None and time.perf_counter() - start > 30:
+            return float("nan")   # the key changed nothing on screen
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args(argv)
+    if shutil.which("tmux") is None:
+        print("bench.keys needs tmux (apt-get install tmux)", file=sys.stderr)
+        return 2
+    sessions = {name: f"attnsim-keys-{name}-{os.getpid()}" for name in SCENARIOS}
+    try:
+        for name, session in sessions.items():
+            _tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "50", "-c", ROOT,
+                  f"{sys.executable} -m tui tui {name}")
+        for session in sessions.values():
+            _wait_still(session)
+        times = {(name, kind): [] for name in SCENARIOS for _, kind in KEYS}
+        for _ in range(args.rounds):
+            for key, kind in KEYS:
+                for name, session in sessions.items():
+                    if kind == "head" and name == "by_hand":
+                        continue   # one head: the key only says so
+                    times[name, kind].append(_key(session, key, SWAP_SETTLED if kind == "swap" else SETTLED))
+    finally:
+        for session in sessions.values():
+            _tmux("kill-session", "-t", session)
+    print(f"# keys through tmux, 160 × 50, median of {args.rounds} rounds (ms until the screen last changed)\n")
+    print("| key | " + " | ".join(SCENARIOS) + " | gpt2_small ÷ by_hand's step |")
+    print("| --- | " + " | ".join("---" for _ in SCENARIOS) + " | --- |")
+    step = statistics.median(times["by_hand", "step"])
+    for kind in dict.fromkeys(kind for _, kind in KEYS):
+        ms = {name: statistics.median(times[name, kind]) if times[name, kind] else float("nan")
+              for name in SCENARIOS}
+        print(f"| {kind} | " + " | ".join("—" if ms[n] != ms[n] else f"{1000 * ms[n]:.0f}" for n in SCENARIOS)
+              + f" | {ms['gpt2_small'] / step:.2f} |")
+    print("\ngoals: step, cursor and head ≤ 1.5 × by_hand's step; swap ≤ 4 ×")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
