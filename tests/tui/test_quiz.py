@@ -1,10 +1,6 @@
 """The quiz, the worksheet and the heads overview driven by keys, as a student would: right, wrong,
 approximate and junk answers; blanks that fill as `n` steps; Enter on a head. Values written here."""
-import os
 import shutil
-import subprocess
-import sys
-import time
 
 import pytest
 
@@ -12,7 +8,7 @@ from tui.screens.heads import HeadsScreen
 from tui.widgets.cell_info import CellInfo
 from tui.widgets.worksheet import Worksheet
 
-from tui_helpers import TWO_HEADS, drawn, opened, pilot_test, settle, status_text
+from tui_helpers import TWO_HEADS, drawn, opened, pilot_test, settle, status_text, terminal
 
 SUMS = ["46/3", "28/3", "22/3", "12"]   # the classroom sheet's sums of powers, one per query
 
@@ -129,32 +125,15 @@ async def test_heads_overview_enter_opens_a_head(scenario_file):
         assert app.screen.head == 1 and app.screen.step_id == "h1.weights"
 
 
-def _tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, timeout=30).stdout
-
-
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux for a real terminal")
-def test_a_student_in_a_real_terminal(tmp_path):
-    session = f"attnsim-quiz-{os.getpid()}"
-    command = f"{sys.executable} -m tui quiz by_hand --step h0.weights"
-    _tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "36", command)
-    try:
-        def wait_for(text: str, timeout: float = 120) -> str:
-            end = time.time() + timeout
-            while time.time() < end:
-                screen = " ".join(_tmux("capture-pane", "-p", "-t", session).split())
-                if text in screen:
-                    return screen
-                time.sleep(0.3)
-            raise AssertionError(f"never saw {text!r}:\n{screen}")
-        wait_for("answer ▸")
-        _tmux("send-keys", "-t", session, "Down", "0.58", "Enter")
-        assert "9 ÷ (46/3)" in wait_for("✗")
-        _tmux("send-keys", "-t", session, "0.59", "Enter")
-        wait_for("1 of 16 cells")
-        _tmux("send-keys", "-t", session, "C-q")
-    finally:
-        _tmux("kill-session", "-t", session)
+def test_a_student_in_a_real_terminal():
+    with terminal("quiz", "quiz", "by_hand", "--step", "h0.weights") as term:
+        term.wait_for("answer ▸")
+        term.send("Down", "0.58", "Enter")
+        assert "9 ÷ (46/3)" in term.wait_for("✗")
+        term.send("0.59", "Enter")
+        term.wait_for("1 of 16 cells")
+        term.send("C-q")
 
 
 @pilot_test

@@ -4,11 +4,7 @@ and `o` opening a student's sheet from a class, with the key's numbers on screen
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +15,7 @@ from tracer.classroom.make import make_class
 from tui.quiz_save import open_saved
 from tui.screens.picker import PickerScreen
 
-from tui_helpers import opened, pilot_test, settle, status_text
+from tui_helpers import opened, pilot_test, settle, status_text, terminal
 
 WEIGHTS = [["9/46", "9/28", "9/22", "1/12"], ["27/46", "9/28", "3/22", "3/4"],
            ["1/46", "1/28", "1/22", "1/12"], ["9/46", "9/28", "9/22", "1/12"]]   # the classroom sheet, key × query
@@ -87,40 +83,20 @@ def test_a_file_of_another_scenario_or_not_a_quiz_is_refused_in_one_line(tmp_pat
     assert path.read_bytes() == before and sheet.read_text() == "step,row,col,value\n"
 
 
-def _tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, timeout=30).stdout
-
-
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux for a real terminal")
 def test_save_and_resume_in_a_real_terminal(tmp_path):
     path = tmp_path / "ana.json"
-    session = f"attnsim-save-{os.getpid()}"
-    command = f"{sys.executable} -m tui quiz by_hand --step h0.weights --save {path}"
-
-    def wait_for(text: str, timeout: float = 120) -> str:
-        end = time.time() + timeout
-        while time.time() < end:
-            screen = " ".join(_tmux("capture-pane", "-p", "-t", session).split())
-            if text in screen:
-                return screen
-            time.sleep(0.3)
-        raise AssertionError(f"never saw {text!r}:\n{screen}")
-
-    env = f"PYTHONPATH={Path(__file__).resolve().parents[2]}"
     for typed, seen in (("0.59", "1 of 16 cells"), (WEIGHTS[2][1], "resumed")):
-        _tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "36", f"env {env} {command}")
-        try:
-            wait_for("answer ▸")
+        with terminal("save", "quiz", "by_hand", "--step", "h0.weights", "--save", str(path)) as term:
+            term.wait_for("answer ▸")
             if seen == "resumed":
-                wait_for(seen)
-                _tmux("send-keys", "-t", session, "Down", "Down", "Right", typed, "Enter")
-                wait_for("2 of 16 cells")
+                term.wait_for(seen)
+                term.send("Down", "Down", "Right", typed, "Enter")
+                term.wait_for("2 of 16 cells")
             else:
-                _tmux("send-keys", "-t", session, "Down", typed, "Enter")
-                wait_for(seen)
-            _tmux("send-keys", "-t", session, "C-q")
-        finally:
-            _tmux("kill-session", "-t", session)
+                term.send("Down", typed, "Enter")
+                term.wait_for(seen)
+            term.send("C-q")
     assert saved_cells(path) == {("h0.weights", 1, 0): ("0.59", "right", 0), ("h0.weights", 2, 1): ("1/28", "right", 0)}
 
 

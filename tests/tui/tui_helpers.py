@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from contextlib import asynccontextmanager
+import subprocess
+import sys
+import time
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
 
 from tui.app import AttnApp
 
@@ -84,3 +88,40 @@ q = [[1]]
 k = [[1]]
 v = [[1]]
 """
+
+
+def tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, timeout=30).stdout
+
+
+class Terminal:
+    """A tmux session running attnsim, as a person at a real terminal would."""
+
+    def __init__(self, session: str):
+        self.session = session
+
+    def send(self, *keys: str) -> None:
+        tmux("send-keys", "-t", self.session, *keys)
+
+    def wait_for(self, text: str, timeout: float = 120) -> str:
+        """The screen (its words, one space apart) once it shows `text`."""
+        end, screen = time.time() + timeout, ""
+        while time.time() < end:
+            screen = " ".join(tmux("capture-pane", "-p", "-t", self.session).split())
+            if text in screen:
+                return screen
+            time.sleep(0.3)
+        raise AssertionError(f"never saw {text!r}:\n{screen}")
+
+
+@contextmanager
+def terminal(name: str, *argv: str, size=(120, 36)):
+    """`attnsim ARGV` from this checkout in a tmux session of `size`, killed at the end."""
+    root = Path(__file__).resolve().parents[2]
+    session = f"attnsim-{name}-{time.monotonic_ns()}"
+    command = " ".join([f"env PYTHONPATH={root}", sys.executable, "-m", "tui", *argv])
+    tmux("new-session", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]), command)
+    try:
+        yield Terminal(session)
+    finally:
+        tmux("kill-session", "-t", session)
