@@ -1,5 +1,5 @@
-"""Today's layer in the terminal UI: every step of each built-in that teaches it can be stepped
-through, with the arithmetic and the layout swapped live, and non-square scores keep both axes'
+"""Today's layer in the terminal UI: every step of each built-in that teaches it (and each of today's
+mechanisms) can be stepped through, with the arithmetic and the layout swapped live, and non-square scores keep both axes'
 tokens (the context's for keys)."""
 import pytest
 
@@ -8,15 +8,18 @@ from tui.widgets.matrix import MatrixView
 from tui_helpers import go_to, opened, pilot_test, screen_text, settle
 
 V2 = ["biases", "keys_as_values", "gqa", "mqa", "rope", "cross_attention", "sliding_window"]
+MECHANISMS = ["qk_norm", "softcap", "alibi", "streaming", "rope_scaling", "rope_scaling_plain", "rope_scaling_linear",
+              "rope_scaling_yarn"]
 
 
-@pytest.mark.parametrize("name", V2)
+@pytest.mark.parametrize("name", V2 + MECHANISMS)
 @pilot_test
 async def test_every_step_swaps_arithmetic_and_layout_live(name):
     async with opened(name, size=(120, 40)) as (app, pilot):
         ids = [s.id for s in app.screen.trace.steps]
         for sid in ids:
             await go_to(pilot, sid)
+            assert sid in screen_text(app)
         for key in ("a", "t", "a"):
             await pilot.press(key)
             await settle(pilot)

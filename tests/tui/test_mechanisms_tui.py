@@ -1,29 +1,11 @@
-"""The mechanisms of today's checkpoints in the terminal UI: every step of each built-in that teaches
-one can be stepped onto and explained, with the arithmetic and the layout swapped live."""
+"""The mechanisms of today's checkpoints in the terminal UI: each mechanism's step explained with its
+numbers (stepping through every step of their built-ins, with the arithmetic and the layout swapped
+live: test_layer_v2_tui.py)."""
 import pytest
 
 from tui.widgets.cell_info import CellInfo
 
 from tui_helpers import go_to, opened, pilot_test, screen_text, settle
-
-BUILTINS = ["qk_norm", "softcap", "alibi", "streaming", "rope_scaling", "rope_scaling_plain", "rope_scaling_linear",
-            "rope_scaling_yarn"]
-
-
-@pytest.mark.parametrize("name", BUILTINS)
-@pilot_test
-async def test_every_step_swaps_arithmetic_and_layout_live(name):
-    async with opened(name, size=(120, 40)) as (app, pilot):
-        ids = [s.id for s in app.screen.trace.steps]
-        for sid in ids:
-            await go_to(pilot, sid)
-            assert app.screen.step_id == sid and sid in screen_text(app)
-        for key in ("a", "t", "a"):
-            await pilot.press(key)
-            await settle(pilot)
-            assert app.screen.trace is not None and app.screen.step_id in app.screen.trace
-        assert app.screen.step_id == ids[-1]
-
 
 @pytest.mark.parametrize("name,sid,words", [("qk_norm", "h0.q_norm", "÷ √("), ("softcap", "h0.capped", "5·tanh("),
                                             ("alibi", "h1.biased", "slope 1"), ("streaming", "h0.masked", "query on"),
