@@ -1,0 +1,170 @@
+"""DeepSeek's blocks (latent attention, routed and shared experts) against transformers' eager
+forward on tiny float32 checkpoints: the residual entering every layer, each head's weights and
+the attention's output; the routers against NumPy written here; config refusals by name."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from tracer.errors import ScenarioError  # noqa: E402
+from tracer.models import deepseek  # noqa: E402
+from tracer.models.config import parse, read_config  # noqa: E402
+from tracer.models.deepseek_router import route  # noqa: E402
+from tracer.models.forward import norm  # noqa: E402
+from tracer.models.layer import _stream  # noqa: E402
+from tracer.models.weights import Tensors  # noqa: E402
+
+IDS = [3, 17, 5, 29, 11, 8, 40, 2, 23]
+COMMON = dict(vocab_size=50, hidden_size=32, intermediate_size=40, moe_intermediate_size=12, num_hidden_layers=4,
+              num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8, n_shared_experts=1,
+              num_experts_per_tok=3, kv_lora_rank=6, qk_rope_head_dim=4, qk_nope_head_dim=6, v_head_dim=5,
+              first_k_dense_replace=1, max_position_embeddings=64, rms_norm_eps=1e-6)
+VARIANTS = {
+    "v2": ("DeepseekV2", dict(q_lora_rank=None, topk_method="group_limited_greedy", n_group=4, topk_group=2,
+                              routed_scaling_factor=1.5)),
+    "v3": ("DeepseekV3", dict(q_lora_rank=10, n_group=4, topk_group=2, routed_scaling_factor=2.5,
+                              rope_parameters=dict(rope_type="yarn", factor=4.0, rope_theta=500.0, mscale=0.7,
+                                                   mscale_all_dim=1.0, original_max_position_embeddings=4,
+                                                   beta_fast=8.0, beta_slow=0.5))),
+    "v3_half": ("DeepseekV3", dict(q_lora_rank=10, n_group=2, topk_group=1, rope_interleave=False,
+                                   norm_topk_prob=False)),
+}
+
+
+def _build(cls: str, extra: dict, folder, seed: int):
+    torch.manual_seed(seed)
+    cfg = getattr(transformers, cls + "Config")(**COMMON, **extra)
+    cfg._attn_implementation = "eager"
+    model = getattr(transformers, cls + "ForCausalLM")(cfg).float().eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.ndim == 2:
+                p.mul_(6.0 if "embed" not in name else 1.0)
+            elif "norm" in name:
+                p.copy_(0.5 + torch.rand_like(p))            # gains away from 1
+        for name, b in model.named_buffers():
+            if "e_score_correction_bias" in name:
+                b.copy_(0.3 * torch.randn_like(b))            # the choice must use it
+    model.save_pretrained(folder, safe_serialization=True)
+    return model
+
+
+@pytest.fixture(scope="module", params=sorted(VARIANTS))
+def built(request, tmp_path_factory):
+    cls, extra = VARIANTS[request.param]
+    folder = tmp_path_factory.mktemp(request.param)
+    model = _build(cls, extra, folder, seed=len(request.param))
+    caught = {}
+    hooks = [layer.self_attn.register_forward_hook(lambda mod, args, out, i=i: caught.__setitem__(i, out[0]))
+             for i, layer in enumerate(model.model.layers)]
+    with torch.no_grad():
+        out = model(torch.tensor([IDS]), output_hidden_states=True, output_attentions=True)
+    for h in hooks:
+        h.remove()
+    return folder, out, caught
+
+
+def _close(got, want, what):
+    want = np.asarray(want, dtype=np.float64)
+    err = np.abs(got - want).max() / max(1.0, np.abs(want).max())
+    assert err < 2e-4, f"{what}: relative error {err:.2e}"
+
+
+def test_every_layer_against_transformers(built):
+    folder, out, caught = built
+    cfg, tensors = read_config(folder), Tensors(folder)
+    for layer in range(cfg.layers):
+        x = _stream(tensors, cfg, IDS, layer)
+        _close(x, out.hidden_states[layer][0].numpy(), f"x entering layer {layer}")
+        w = deepseek.read_attention(tensors, cfg, layer)
+        parts = deepseek.latent_parts(norm(x, w["norm_in"]), w, cfg, layer)
+        weights = out.attentions[layer][0].numpy()
+        assert weights.std() > 0.05, "heads too uniform to prove anything"
+        _close(parts["weights"], weights, f"weights of layer {layer}")
+        _close(parts["out"], caught[layer][0].numpy(), f"attention output of layer {layer}")
+
+
+def _route_reference(h, gate, bias, r):
+    """Written apart from the module: per token, loops over groups and experts."""
+    weights, chosen = [], []
+    for row in h:
+        logits = gate @ row
+        if r["scoring"] == "sigmoid":
+            scores = 1 / (1 + np.exp(-logits))
+            choice = scores + bias
+        else:
+            scores = np.exp(logits - logits.max())
+            scores = scores / scores.sum()
+            choice = scores.copy()
+        size = len(scores) // r["n_group"]
+        rate = [sorted(choice[g * size:(g + 1) * size])[-2:] for g in range(r["n_group"])]
+        rate = [sum(x) if r["scoring"] == "sigmoid" else max(x) for x in rate]
+        keep = sorted(range(r["n_group"]), key=lambda g: -rate[g])[: r["topk_group"]]
+        allowed = [e for e in range(len(scores)) if e // size in keep]
+        top = sorted(allowed, key=lambda e: -choice[e])[: r["top_k"]]
+        w = scores[top]
+        if r["norm_topk_prob"]:
+            w = w / w.sum()
+        weights.append(w * r["routed_scaling_factor"])
+        chosen.append(top)
+    return np.array(weights), np.array(chosen)
+
+
+@pytest.mark.parametrize("scoring", ["sigmoid", "softmax"])
+@pytest.mark.parametrize("seed", range(6))
+def test_router_against_numpy(scoring, seed):
+    rng = np.random.default_rng(seed)
+    r = dict(scoring=scoring, method="group_limited_greedy", top_k=3, n_group=4, topk_group=2,
+             norm_topk_prob=scoring == "sigmoid", routed_scaling_factor=2.5)
+    h, gate, bias = rng.normal(size=(7, 5)), rng.normal(size=(12, 5)), rng.normal(size=12) * 0.3
+    w, e = route(h, gate, r, bias if scoring == "sigmoid" else None)
+    rw, re_ = _route_reference(h, gate, bias if scoring == "sigmoid" else 0.0, r)
+    order, rorder = np.argsort(e, axis=1), np.argsort(re_, axis=1)
+    assert (np.take_along_axis(e, order, 1) == np.take_along_axis(re_, rorder, 1)).all()
+    np.testing.assert_allclose(np.take_along_axis(w, order, 1), np.take_along_axis(rw, rorder, 1), rtol=1e-12)
+
+
+def _config(**changes):
+    data = {"model_type": "deepseek_v3", "hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 2,
+            "intermediate_size": 40, "kv_lora_rank": 6, "q_lora_rank": None, "qk_nope_head_dim": 6,
+            "qk_rope_head_dim": 4, "v_head_dim": 5, "n_routed_experts": 8, "num_experts_per_tok": 2,
+            "moe_intermediate_size": 12, "n_group": 4, "topk_group": 2}
+    data.update(changes)
+    return {k: v for k, v in data.items() if v is not None}
+
+
+@pytest.mark.parametrize("key", ["kv_lora_rank", "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size",
+                                 "qk_rope_head_dim"])
+def test_missing_sizes_named(key):
+    with pytest.raises(ScenarioError, match=f"^{key}: missing; expected a whole number"):
+        parse(_config(**{key: None}))
+
+
+def test_mscale_in_the_scale():
+    """DeepSeek-V3's published rope parameters: factor 40, mscale and mscale_all_dim 1."""
+    cfg = parse(_config(rope_scaling=dict(type="yarn", factor=40, mscale=1.0, mscale_all_dim=1.0,
+                                          original_max_position_embeddings=4096, beta_fast=32, beta_slow=1)))
+    m = 0.1 * math.log(40) + 1
+    assert deepseek.scale(cfg) == pytest.approx(m * m / math.sqrt(10), rel=1e-15)
+
+
+def test_fp8_weights_refused_by_tensor_and_dtype(built, tmp_path):
+    """DeepSeek-V3's published weights are float8_e4m3 blocks with weight_scale_inv beside them."""
+    folder, _, _ = built
+    from safetensors.torch import load_file, save_file
+    tensors = load_file(str(folder / "model.safetensors"))
+    name = "model.layers.0.self_attn.kv_b_proj.weight"
+    tensors[name] = tensors[name].to(torch.float8_e4m3fn)
+    tensors[name.replace(".weight", ".weight_scale_inv")] = torch.ones(1, 1)
+    save_file(tensors, str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_text((folder / "config.json").read_text())
+    cfg = read_config(tmp_path)
+    with pytest.raises(ScenarioError, match=f"^{name}: has dtype F8_E4M3; expected float64"):
+        deepseek.check_all(Tensors(tmp_path), cfg, 1)
+    assert json.loads((tmp_path / "config.json").read_text())["model_type"].startswith("deepseek")
