@@ -165,6 +165,6 @@ def test_fp8_weights_refused_by_tensor_and_dtype(built, tmp_path):
     save_file(tensors, str(tmp_path / "model.safetensors"))
     (tmp_path / "config.json").write_text((folder / "config.json").read_text())
     cfg = read_config(tmp_path)
-    with pytest.raises(ScenarioError, match=f"^{name}: has dtype F8_E4M3; expected float64"):
+    with pytest.raises(ScenarioError, match=f"model.safetensors: {name}: has dtype F8_E4M3; expected float64"):
         deepseek.check_all(Tensors(tmp_path), cfg, 1)
     assert json.loads((tmp_path / "config.json").read_text())["model_type"].startswith("deepseek")
