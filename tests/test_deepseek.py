@@ -168,3 +168,28 @@ def test_fp8_weights_refused_by_tensor_and_dtype(built, tmp_path):
     with pytest.raises(ScenarioError, match=f"model.safetensors: {name}: has dtype F8_E4M3; expected float64"):
         deepseek.check_all(Tensors(tmp_path), cfg, 1)
     assert json.loads((tmp_path / "config.json").read_text())["model_type"].startswith("deepseek")
+
+
+def test_absorbed_scores_on_the_checkpoint(built):
+    """W_UK folded into the queries gives each head's no-position scores from c_kv alone."""
+    from tracer.mla import absorbed_scores
+    folder, _, _ = built
+    cfg, tensors = read_config(folder), Tensors(folder)
+    x = _stream(tensors, cfg, IDS, 1)
+    w = deepseek.read_attention(tensors, cfg, 1)
+    parts = deepseek.latent_parts(norm(x, w["norm_in"]), w, cfg, 1)
+    m = cfg.mla
+    per_head = w["kv_b"].reshape(m["kv_rank"], cfg.heads, m["nope"] + m["v"])
+    for h in range(cfg.heads):
+        w_uk = per_head[:, h, : m["nope"]]
+        want = parts["q_nope"][h] @ parts["k_nope"][h].T
+        np.testing.assert_allclose(absorbed_scores(parts["q_nope"][h], w_uk, parts["c_kv"]), want, rtol=1e-9, atol=1e-9)
+
+
+def test_cache_sizes_against_the_paper():
+    """DeepSeek-V2's own sizes: 128 heads of 128, d_c = 4·d_h = 512, d_h^R = d_h/2 = 64."""
+    from tracer.mla import cache_per_token
+    sizes = cache_per_token(heads=128, head_dim=128, groups=8, kv_rank=512, rope_dims=64)
+    assert sizes == {"MHA": 2 * 128 * 128, "GQA": 2 * 8 * 128, "MQA": 2 * 128, "MLA": 576}
+    # the paper's table writes MLA as (d_c + d_h^R)·l = (9/2)·d_h·l, the size of GQA with 2.25 groups
+    assert sizes["MLA"] == 4.5 * 128 == 2 * 2.25 * 128
