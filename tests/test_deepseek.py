@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+import tiny_checkpoints as tc  # noqa: E402
 from tracer.errors import ScenarioError  # noqa: E402
 from tracer.models import deepseek  # noqa: E402
 from tracer.models.config import parse, read_config  # noqa: E402
@@ -21,7 +23,7 @@ from tracer.models.layer import _stream  # noqa: E402
 from tracer.models.weights import Tensors  # noqa: E402
 
 IDS = [3, 17, 5, 29, 11, 8, 40, 2, 23]
-COMMON = dict(vocab_size=50, hidden_size=32, intermediate_size=40, moe_intermediate_size=12, num_hidden_layers=4,
+COMMON = dict(vocab_size=128, hidden_size=32, intermediate_size=40, moe_intermediate_size=12, num_hidden_layers=4,
               num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8, n_shared_experts=1,
               num_experts_per_tok=3, kv_lora_rank=6, qk_rope_head_dim=4, qk_nope_head_dim=6, v_head_dim=5,
               first_k_dense_replace=1, max_position_embeddings=64, rms_norm_eps=1e-6)
@@ -52,6 +54,7 @@ def _build(cls: str, extra: dict, folder, seed: int):
             if "e_score_correction_bias" in name:
                 b.copy_(0.3 * torch.randn_like(b))            # the choice must use it
     model.save_pretrained(folder, safe_serialization=True)
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tc.tokenizer("llama")).save_pretrained(folder)
     return model
 
 
@@ -154,7 +157,7 @@ def test_mscale_in_the_scale():
     assert deepseek.scale(cfg) == pytest.approx(m * m / math.sqrt(10), rel=1e-15)
 
 
-def test_fp8_weights_refused_by_tensor_and_dtype(built, tmp_path):
+def test_fp8_weights_refused_by_tensor_and_dtype(built, tmp_path, capsys):
     """DeepSeek-V3's published weights are float8_e4m3 blocks with weight_scale_inv beside them."""
     folder, _, _ = built
     from safetensors.torch import load_file, save_file
@@ -167,7 +170,50 @@ def test_fp8_weights_refused_by_tensor_and_dtype(built, tmp_path):
     cfg = read_config(tmp_path)
     with pytest.raises(ScenarioError, match=f"model.safetensors: {name}: has dtype F8_E4M3; expected float64"):
         deepseek.check_all(Tensors(tmp_path), cfg, 1)
-    assert json.loads((tmp_path / "config.json").read_text())["model_type"].startswith("deepseek")
+    for tok in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(folder / tok, tmp_path / tok)
+    _refused(capsys, ["show", "--model", str(tmp_path), "--text", tc.TEXT, "--layer", "1"], name, "F8_E4M3")
+
+
+def _refused(capsys, argv, *words):
+    """The CLI: exit 2 and one `attnsim: error:` line holding every word."""
+    from tui.cli import main
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("attnsim: error: "), err
+    for word in words:
+        assert word in err[0], (word, err[0])
+
+
+def test_tracing_a_latent_layer_is_refused_in_one_line(built, capsys):
+    folder, _, _ = built
+    _refused(capsys, ["show", "--model", str(folder), "--text", tc.TEXT, "--layer", "2"], "model_type",
+             "multi-head latent attention", "not supported yet")
+
+
+@pytest.mark.parametrize("key", ["kv_lora_rank", "n_routed_experts"])
+def test_missing_sizes_refused_by_the_cli(built, capsys, tmp_path, key):
+    folder, _, _ = built
+    shutil.copytree(folder, tmp_path / "c")
+    data = json.loads((folder / "config.json").read_text())
+    del data[key]
+    (tmp_path / "c" / "config.json").write_text(json.dumps(data))
+    _refused(capsys, ["show", "--model", str(tmp_path / "c"), "--text", tc.TEXT, "--layer", "1"],
+             f"{key}: missing; expected a whole number")
+
+
+def test_kimi_k2_reads_as_v3(built, tmp_path):
+    """Kimi K2 writes model_type kimi_k2 over DeepSeek-V3's layout (and so routes as V3 does)."""
+    folder, out, _ = built
+    data = json.loads((folder / "config.json").read_text())
+    if data["model_type"] != "deepseek_v3":
+        pytest.skip("V3's layout only")
+    shutil.copytree(folder, tmp_path / "k")
+    (tmp_path / "k" / "config.json").write_text(json.dumps(dict(data, model_type="kimi_k2")))
+    cfg = read_config(tmp_path / "k")
+    x = _stream(Tensors(tmp_path / "k"), cfg, IDS, cfg.layers - 1)
+    _close(x, out.hidden_states[cfg.layers - 1][0].numpy(), "x entering the last layer")
 
 
 def test_absorbed_scores_on_the_checkpoint(built):

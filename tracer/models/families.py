@@ -107,6 +107,7 @@ FAMILIES: dict[str, Family] = {
     # family's (latent ranks, experts, routing) are read by latent.py
     "deepseek_v2": replace(LLAMA, keys={**LLAMA_KEYS, "head_dim": ("qk_rope_head_dim",)}, latent=True),
     "deepseek_v3": replace(LLAMA, keys={**LLAMA_KEYS, "head_dim": ("qk_rope_head_dim",)}, latent=True),
+    "kimi_k2": replace(LLAMA, keys={**LLAMA_KEYS, "head_dim": ("qk_rope_head_dim",)}, latent=True),  # V3's layout
 }
 
 

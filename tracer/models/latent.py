@@ -54,16 +54,16 @@ def _mscale(data: dict) -> float:
 def expert_sizes(data: dict, model_type: str, layers: int) -> dict:
     """The experts' counts and routing: routed and shared experts, top k, their width, the dense
     layers before them, groups, scoring (V3 sigmoid, V2 softmax) and the weights' scaling."""
-    why = " (the experts' counts)"
+    why, v2 = " (the experts' counts)", model_type == "deepseek_v2"   # the others route as V3 does
     experts = _whole(data, "n_routed_experts", need=why)
     out = dict(experts=experts, top_k=_whole(data, "num_experts_per_tok", need=why),
                inner=_whole(data, "moe_intermediate_size", need=why),
                shared=_whole(data, "n_shared_experts", 0, low=0),
                dense=_whole(data, "first_k_dense_replace", 0, low=0),
-               scoring="sigmoid" if model_type == "deepseek_v3" else "softmax",
-               method=data.get("topk_method") or ("noaux_tc" if model_type == "deepseek_v3" else "greedy"),
+               scoring="softmax" if v2 else "sigmoid",
+               method=data.get("topk_method") or ("greedy" if v2 else "noaux_tc"),
                # transformers' V2 router never renormalises, whatever config.json says
-               norm_topk_prob=model_type == "deepseek_v3" and data.get("norm_topk_prob", True) is True,
+               norm_topk_prob=not v2 and data.get("norm_topk_prob", True) is True,
                n_group=data.get("n_group"), topk_group=data.get("topk_group"))
     if out["top_k"] > experts:
         raise ScenarioError("num_experts_per_tok", f"expected at most n_routed_experts ({experts}), got {out['top_k']}")
@@ -71,7 +71,7 @@ def expert_sizes(data: dict, model_type: str, layers: int) -> dict:
     if isinstance(factor, bool) or not isinstance(factor, numbers.Real) or not factor > 0:
         raise ScenarioError("routed_scaling_factor", f"expected a number > 0, got {kind(factor)}")
     out["routed_scaling_factor"] = float(factor)
-    if model_type == "deepseek_v2" and out["method"] not in ("greedy", "group_limited_greedy"):
+    if v2 and out["method"] not in ("greedy", "group_limited_greedy"):
         raise ScenarioError("topk_method", f"{out['method']!r} is not supported; expected greedy or group_limited_greedy")
     grouped = out["scoring"] == "sigmoid" or out["method"] == "group_limited_greedy"
     if grouped and out["n_group"] not in (None, 1):
