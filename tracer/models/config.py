@@ -103,7 +103,7 @@ def parse(data: dict) -> Config:
     gated = fam.gated()
     extra = {}
     if fam.latent:
-        extra = dict(mla=latent_sizes(data, model_type, layers), experts=expert_sizes(data, model_type, layers))
+        extra = dict(mla=latent_sizes(data, model_type), experts=expert_sizes(data, model_type))
     return Config(model_type, fam, d_model, layers, heads, groups, head_dim,
                   get.positive("positions", UNBOUNDED), get.number("eps", 1e-6 if fam.norm == "rms" else 1e-5),
                   ACTIVATIONS[activation],

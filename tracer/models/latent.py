@@ -21,7 +21,7 @@ def _whole(data: dict, key: str, default=None, low: int = 1, need: str = "") -> 
     return value
 
 
-def latent_sizes(data: dict, model_type: str, layers: int) -> dict:
+def latent_sizes(data: dict, model_type: str) -> dict:
     """{"q_rank" (None: queries not compressed), "kv_rank", "nope", "rope", "v", "style"}: the
     shape of the layer's latent attention, with the rotary pairs' layout (V2 always interleaved
     pairs; V3 unless rope_interleave is false)."""
@@ -51,7 +51,7 @@ def _mscale(data: dict) -> float:
     return m * m
 
 
-def expert_sizes(data: dict, model_type: str, layers: int) -> dict:
+def expert_sizes(data: dict, model_type: str) -> dict:
     """The experts' counts and routing: routed and shared experts, top k, their width, the dense
     layers before them, groups, scoring (V3 sigmoid, V2 softmax) and the weights' scaling."""
     why, v2 = " (the experts' counts)", model_type == "deepseek_v2"   # the others route as V3 does
@@ -72,7 +72,8 @@ def expert_sizes(data: dict, model_type: str, layers: int) -> dict:
         raise ScenarioError("routed_scaling_factor", f"expected a number > 0, got {kind(factor)}")
     out["routed_scaling_factor"] = float(factor)
     if v2 and out["method"] not in ("greedy", "group_limited_greedy"):
-        raise ScenarioError("topk_method", f"{out['method']!r} is not supported; expected greedy or group_limited_greedy")
+        raise ScenarioError("topk_method", f"{out['method']!r} is not supported; expected greedy or "
+                            "group_limited_greedy")
     grouped = out["scoring"] == "sigmoid" or out["method"] == "group_limited_greedy"
     if grouped and out["n_group"] not in (None, 1):
         groups = _whole(data, "n_group")
@@ -80,9 +81,9 @@ def expert_sizes(data: dict, model_type: str, layers: int) -> dict:
             raise ScenarioError("n_group", f"expected a divisor of the {experts} experts with topk_group ≤ it, got "
                                 f"n_group {groups}, topk_group {data.get('topk_group')}")
         if out["scoring"] == "sigmoid" and experts // groups < 2:
-            raise ScenarioError("n_group", f"expected groups of at least 2 experts (each is rated by its best two), got "
-                                f"{experts} experts in {groups} groups")
+            raise ScenarioError("n_group", f"expected groups of at least 2 experts (each is rated by its best "
+                                f"two), got {experts} experts in {groups} groups")
     if data.get("moe_layer_freq", 1) != 1:
-        raise ScenarioError("moe_layer_freq", f"{data.get('moe_layer_freq')!r} is not supported; expected 1 (every layer "
-                            "after first_k_dense_replace has experts)")
+        raise ScenarioError("moe_layer_freq", f"{data.get('moe_layer_freq')!r} is not supported; expected 1 (every "
+                            "layer after first_k_dense_replace has experts)")
     return out
