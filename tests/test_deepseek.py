@@ -119,11 +119,12 @@ def _route_reference(h, gate, bias, r):
     return np.array(weights), np.array(chosen)
 
 
+@pytest.mark.parametrize("groups", [(1, 1), (4, 2), (3, 1)])
 @pytest.mark.parametrize("scoring", ["sigmoid", "softmax"])
-@pytest.mark.parametrize("seed", range(6))
-def test_router_against_numpy(scoring, seed):
+@pytest.mark.parametrize("seed", range(4))
+def test_router_against_numpy(scoring, seed, groups):
     rng = np.random.default_rng(seed)
-    r = dict(scoring=scoring, method="group_limited_greedy", top_k=3, n_group=4, topk_group=2,
+    r = dict(scoring=scoring, method="group_limited_greedy", top_k=3, n_group=groups[0], topk_group=groups[1],
              norm_topk_prob=scoring == "sigmoid", routed_scaling_factor=2.5)
     h, gate, bias = rng.normal(size=(7, 5)), rng.normal(size=(12, 5)), rng.normal(size=12) * 0.3
     w, e = route(h, gate, r, bias if scoring == "sigmoid" else None)
