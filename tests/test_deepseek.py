@@ -240,3 +240,22 @@ def test_cache_sizes_against_the_paper():
     assert sizes == {"MHA": 2 * 128 * 128, "GQA": 2 * 8 * 128, "MQA": 2 * 128, "MLA": 576}
     # the paper's table writes MLA as (d_c + d_h^R)·l = (9/2)·d_h·l, the size of GQA with 2.25 groups
     assert sizes["MLA"] == 4.5 * 128 == 2 * 2.25 * 128
+
+
+def test_experts_read_once_each_and_only_when_chosen():
+    """apply_experts against a dense sum written here; each chosen expert is read once, others never."""
+    from tracer.models.routed import apply_experts
+    rng = np.random.default_rng(3)
+    h, mats = rng.normal(size=(6, 4)), rng.normal(size=(10, 4, 4))
+    chosen = np.array([[1, 7], [7, 2], [1, 2], [9, 1], [2, 7], [1, 9]])
+    weights = rng.random(chosen.shape)
+    reads = []
+
+    def read(e):
+        reads.append(e)
+        return {"w": mats[e]}
+
+    got = apply_experts(h, weights, chosen, read, lambda rows, w: np.tanh(rows @ w["w"]))
+    want = np.array([sum(weights[t, k] * np.tanh(h[t] @ mats[chosen[t, k]]) for k in range(2)) for t in range(6)])
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert sorted(reads) == [1, 2, 7, 9]
