@@ -12,6 +12,7 @@ from ..checks import kind
 from ..errors import ScenarioError
 from ..readfile import read_bounded
 from .families import ACTIVATIONS, FAMILIES, SWITCHES, Family
+from .latent import expert_sizes, latent_sizes
 from .rotary import LAYER_TYPES, label, rope_spec
 
 CONFIG_BYTES = 2**20            # a config is kilobytes
@@ -54,6 +55,8 @@ class Config:
     softcap: float | None = None
     scale: float | None = None        # the scores' divisor when it is not √head_dim
     embed_scale: float = 1.0
+    mla: dict | None = None           # DeepSeek: latent attention's sizes (latent.py)
+    experts: dict | None = None       # DeepSeek: the experts' counts and routing
 
 
 def read_json(path: Path, limit: int, expected: str):
@@ -98,13 +101,16 @@ def parse(data: dict) -> Config:
     layers = get.positive("layers")
     activation = get.word("activation", fam.activation, tuple(ACTIVATIONS))
     gated = fam.gated()
+    extra = {}
+    if fam.latent:
+        extra = dict(mla=latent_sizes(data, model_type), experts=expert_sizes(data, model_type))
     return Config(model_type, fam, d_model, layers, heads, groups, head_dim,
                   get.positive("positions", UNBOUNDED), get.number("eps", 1e-6 if fam.norm == "rms" else 1e-5),
                   ACTIVATIONS[activation],
                   get.positive("inner") if gated else get.positive("inner", 4 * d_model),
                   kinds=tuple(_kinds(data, fam, layers, head_dim)),
                   softcap=_positive(data, fam.softcap), scale=_positive(data, fam.scale, 256.0),
-                  embed_scale=math.sqrt(d_model) if fam.embed_scale else 1.0)
+                  embed_scale=math.sqrt(d_model) if fam.embed_scale else 1.0, **extra)
 
 
 def _refuse(model_type: str, data: dict) -> None:

@@ -59,6 +59,7 @@ class Family:
     #                                     max_window_layers on, when use_sliding_window), "pattern" (all
     #                                     but every p-th), "nope" (the NoPE layers, when use_sliding_window)
     pattern: int = 0                    # p, when config.json's sliding_window_pattern does not say
+    latent: bool = False                # multi-head latent attention and DeepSeek's experts (deepseek.py)
 
     def block(self, i: int) -> str:
         return f"{self.blocks}.{i}."
@@ -102,6 +103,11 @@ FAMILIES: dict[str, Family] = {
                                layers=("num_hidden_layers", "n_layer"), inner=("ffn_hidden_size",),
                                positions=("max_position_embeddings",), activation=("activation",)),
                      activation="gelu", **OLD_BLOCK),   # its switches: see falcon() below
+    # DeepSeek: the rotary width is qk_rope_head_dim (the shared key's); sizes beyond the Llama
+    # family's (latent ranks, experts, routing) are read by latent.py
+    "deepseek_v2": replace(LLAMA, keys={**LLAMA_KEYS, "head_dim": ("qk_rope_head_dim",)}, latent=True),
+    "deepseek_v3": replace(LLAMA, keys={**LLAMA_KEYS, "head_dim": ("qk_rope_head_dim",)}, latent=True),
+    "kimi_k2": replace(LLAMA, keys={**LLAMA_KEYS, "head_dim": ("qk_rope_head_dim",)}, latent=True),  # V3's layout
 }
 
 

@@ -12,6 +12,7 @@ from .. import memory
 from ..alibi import alibi_slopes
 from ..checks import kind, unknown
 from ..errors import ScenarioError
+from . import deepseek
 from .blocks import block, check_all, embed, embed_norm
 from .config import Config, read_config
 from .forward import norm, run_block
@@ -47,7 +48,11 @@ def traced_layer(tensors, cfg: Config, ids: list[int], pieces: list[str], layer:
     """The arrays of layer `layer` on the tokens `ids` from a source of tensors (a folder's
     `Tensors`, or a model's state dict in memory): every tensor checked, then the stream entering
     the layer computed and the layer's weights read. `what` says where it came from."""
-    check_all(tensors, cfg, layer)
+    (deepseek.check_all if cfg.family.latent else check_all)(tensors, cfg, layer)
+    if cfg.family.latent:   # the latent attention's steps are not built yet: say so before any arithmetic
+        where = tensors.folder / "config.json" if isinstance(tensors.folder, Path) else tensors.folder
+        raise ScenarioError("model_type", f"{cfg.model_type!r}: tracing a multi-head latent attention layer is not "
+                            "supported yet; expected a family of standard attention", str(where))
     x = _stream(tensors, cfg, ids, layer)
     blk = block(tensors, cfg, layer, mlp=False)
     grouped = f", {cfg.groups} key/value groups" if cfg.groups < cfg.heads else ""
@@ -128,7 +133,8 @@ def _stream(tensors: Tensors, cfg: Config, ids: list[int], layer: int) -> np.nda
     with tensors.reusing():  # one block read at a time into the same buffers, let go once applied
         for i in range(layer):
             with np.errstate(all="ignore"):
-                x = run_block(x, block(tensors, cfg, i), cfg, i)
+                x = deepseek.run_block(x, tensors, cfg, i) if cfg.family.latent else \
+                    run_block(x, block(tensors, cfg, i), cfg, i)
             if not np.isfinite(x).all():
                 raise ScenarioError(f"block {i}", "leaves float64's range (the residual stream after it holds inf "
                                     "or NaN); expected weights whose outputs stay finite", str(tensors.folder))

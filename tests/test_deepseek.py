@@ -1,0 +1,261 @@
+"""DeepSeek's blocks (latent attention, routed and shared experts) against transformers' eager
+forward on tiny float32 checkpoints: the residual entering every layer, each head's weights and
+the attention's output; the routers against NumPy written here; config refusals by name."""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+import tiny_checkpoints as tc  # noqa: E402
+from tracer.errors import ScenarioError  # noqa: E402
+from tracer.models import deepseek  # noqa: E402
+from tracer.models.config import parse, read_config  # noqa: E402
+from tracer.models.deepseek_router import route  # noqa: E402
+from tracer.models.forward import norm  # noqa: E402
+from tracer.models.layer import _stream  # noqa: E402
+from tracer.models.weights import Tensors  # noqa: E402
+
+IDS = [3, 17, 5, 29, 11, 8, 40, 2, 23]
+COMMON = dict(vocab_size=128, hidden_size=32, intermediate_size=40, moe_intermediate_size=12, num_hidden_layers=4,
+              num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8, n_shared_experts=1,
+              num_experts_per_tok=3, kv_lora_rank=6, qk_rope_head_dim=4, qk_nope_head_dim=6, v_head_dim=5,
+              first_k_dense_replace=1, max_position_embeddings=64, rms_norm_eps=1e-6)
+VARIANTS = {
+    "v2": ("DeepseekV2", dict(q_lora_rank=None, topk_method="group_limited_greedy", n_group=4, topk_group=2,
+                              routed_scaling_factor=1.5)),
+    "v3": ("DeepseekV3", dict(q_lora_rank=10, n_group=4, topk_group=2, routed_scaling_factor=2.5,
+                              rope_parameters=dict(rope_type="yarn", factor=4.0, rope_theta=500.0, mscale=0.7,
+                                                   mscale_all_dim=1.0, original_max_position_embeddings=4,
+                                                   beta_fast=8.0, beta_slow=0.5))),
+    "v3_half": ("DeepseekV3", dict(q_lora_rank=10, n_group=2, topk_group=1, rope_interleave=False,
+                                   norm_topk_prob=False)),
+}
+
+
+def _build(cls: str, extra: dict, folder, seed: int):
+    torch.manual_seed(seed)
+    cfg = getattr(transformers, cls + "Config")(**COMMON, **extra)
+    cfg._attn_implementation = "eager"
+    model = getattr(transformers, cls + "ForCausalLM")(cfg).float().eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.ndim == 2:
+                p.mul_(6.0 if "embed" not in name else 1.0)
+            elif "norm" in name:
+                p.copy_(0.5 + torch.rand_like(p))            # gains away from 1
+        for name, b in model.named_buffers():
+            if "e_score_correction_bias" in name:
+                b.copy_(0.3 * torch.randn_like(b))            # the choice must use it
+    model.save_pretrained(folder, safe_serialization=True)
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tc.tokenizer("llama")).save_pretrained(folder)
+    return model
+
+
+@pytest.fixture(scope="module", params=sorted(VARIANTS))
+def built(request, tmp_path_factory):
+    cls, extra = VARIANTS[request.param]
+    folder = tmp_path_factory.mktemp(request.param)
+    model = _build(cls, extra, folder, seed=len(request.param))
+    caught = {}
+    hooks = [layer.self_attn.register_forward_hook(lambda mod, args, out, i=i: caught.__setitem__(i, out[0]))
+             for i, layer in enumerate(model.model.layers)]
+    with torch.no_grad():
+        out = model(torch.tensor([IDS]), output_hidden_states=True, output_attentions=True)
+    for h in hooks:
+        h.remove()
+    return folder, out, caught
+
+
+def _close(got, want, what):
+    want = np.asarray(want, dtype=np.float64)
+    err = np.abs(got - want).max() / max(1.0, np.abs(want).max())
+    assert err < 2e-4, f"{what}: relative error {err:.2e}"
+
+
+def test_every_layer_against_transformers(built):
+    folder, out, caught = built
+    cfg, tensors = read_config(folder), Tensors(folder)
+    for layer in range(cfg.layers):
+        x = _stream(tensors, cfg, IDS, layer)
+        _close(x, out.hidden_states[layer][0].numpy(), f"x entering layer {layer}")
+        w = deepseek.read_attention(tensors, cfg, layer)
+        parts = deepseek.latent_parts(norm(x, w["norm_in"]), w, cfg, layer)
+        weights = out.attentions[layer][0].numpy()
+        assert weights.std() > 0.05, "heads too uniform to prove anything"
+        _close(parts["weights"], weights, f"weights of layer {layer}")
+        _close(parts["out"], caught[layer][0].numpy(), f"attention output of layer {layer}")
+
+
+def _route_reference(h, gate, bias, r):
+    """Written apart from the module: per token, loops over groups and experts."""
+    weights, chosen = [], []
+    for row in h:
+        logits = gate @ row
+        if r["scoring"] == "sigmoid":
+            scores = 1 / (1 + np.exp(-logits))
+            choice = scores + bias
+        else:
+            scores = np.exp(logits - logits.max())
+            scores = scores / scores.sum()
+            choice = scores.copy()
+        size = len(scores) // r["n_group"]
+        rate = [sorted(choice[g * size:(g + 1) * size])[-2:] for g in range(r["n_group"])]
+        rate = [sum(x) if r["scoring"] == "sigmoid" else max(x) for x in rate]
+        keep = sorted(range(r["n_group"]), key=lambda g: -rate[g])[: r["topk_group"]]
+        allowed = [e for e in range(len(scores)) if e // size in keep]
+        top = sorted(allowed, key=lambda e: -choice[e])[: r["top_k"]]
+        w = scores[top]
+        if r["norm_topk_prob"]:
+            w = w / w.sum()
+        weights.append(w * r["routed_scaling_factor"])
+        chosen.append(top)
+    return np.array(weights), np.array(chosen)
+
+
+@pytest.mark.parametrize("groups", [(1, 1), (4, 2), (3, 1)])
+@pytest.mark.parametrize("scoring", ["sigmoid", "softmax"])
+@pytest.mark.parametrize("seed", range(4))
+def test_router_against_numpy(scoring, seed, groups):
+    rng = np.random.default_rng(seed)
+    r = dict(scoring=scoring, method="group_limited_greedy", top_k=3, n_group=groups[0], topk_group=groups[1],
+             norm_topk_prob=scoring == "sigmoid", routed_scaling_factor=2.5)
+    h, gate, bias = rng.normal(size=(7, 5)), rng.normal(size=(12, 5)), rng.normal(size=12) * 0.3
+    w, e = route(h, gate, r, bias if scoring == "sigmoid" else None)
+    rw, re_ = _route_reference(h, gate, bias if scoring == "sigmoid" else 0.0, r)
+    order, rorder = np.argsort(e, axis=1), np.argsort(re_, axis=1)
+    assert (np.take_along_axis(e, order, 1) == np.take_along_axis(re_, rorder, 1)).all()
+    np.testing.assert_allclose(np.take_along_axis(w, order, 1), np.take_along_axis(rw, rorder, 1), rtol=1e-12)
+
+
+def _config(**changes):
+    data = {"model_type": "deepseek_v3", "hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 2,
+            "intermediate_size": 40, "kv_lora_rank": 6, "q_lora_rank": None, "qk_nope_head_dim": 6,
+            "qk_rope_head_dim": 4, "v_head_dim": 5, "n_routed_experts": 8, "num_experts_per_tok": 2,
+            "moe_intermediate_size": 12, "n_group": 4, "topk_group": 2}
+    data.update(changes)
+    return {k: v for k, v in data.items() if v is not None}
+
+
+@pytest.mark.parametrize("key", ["kv_lora_rank", "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size",
+                                 "qk_rope_head_dim"])
+def test_missing_sizes_named(key):
+    with pytest.raises(ScenarioError, match=f"^{key}: missing; expected a whole number"):
+        parse(_config(**{key: None}))
+
+
+def test_mscale_in_the_scale():
+    """DeepSeek-V3's published rope parameters: factor 40, mscale and mscale_all_dim 1."""
+    cfg = parse(_config(rope_scaling=dict(type="yarn", factor=40, mscale=1.0, mscale_all_dim=1.0,
+                                          original_max_position_embeddings=4096, beta_fast=32, beta_slow=1)))
+    m = 0.1 * math.log(40) + 1
+    assert deepseek.scale(cfg) == pytest.approx(m * m / math.sqrt(10), rel=1e-15)
+
+
+def test_fp8_weights_refused_by_tensor_and_dtype(built, tmp_path, capsys):
+    """DeepSeek-V3's published weights are float8_e4m3 blocks with weight_scale_inv beside them."""
+    folder, _, _ = built
+    from safetensors.torch import load_file, save_file
+    tensors = load_file(str(folder / "model.safetensors"))
+    name = "model.layers.0.self_attn.kv_b_proj.weight"
+    tensors[name] = tensors[name].to(torch.float8_e4m3fn)
+    tensors[name.replace(".weight", ".weight_scale_inv")] = torch.ones(1, 1)
+    save_file(tensors, str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_text((folder / "config.json").read_text())
+    cfg = read_config(tmp_path)
+    with pytest.raises(ScenarioError, match=f"model.safetensors: {name}: has dtype F8_E4M3; expected float64"):
+        deepseek.check_all(Tensors(tmp_path), cfg, 1)
+    for tok in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(folder / tok, tmp_path / tok)
+    _refused(capsys, ["show", "--model", str(tmp_path), "--text", tc.TEXT, "--layer", "1"], name, "F8_E4M3")
+
+
+def _refused(capsys, argv, *words):
+    """The CLI: exit 2 and one `attnsim: error:` line holding every word."""
+    from tui.cli import main
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("attnsim: error: "), err
+    for word in words:
+        assert word in err[0], (word, err[0])
+
+
+def test_tracing_a_latent_layer_is_refused_in_one_line(built, capsys):
+    folder, _, _ = built
+    _refused(capsys, ["show", "--model", str(folder), "--text", tc.TEXT, "--layer", "2"], "model_type",
+             "multi-head latent attention", "not supported yet")
+
+
+@pytest.mark.parametrize("key", ["kv_lora_rank", "n_routed_experts"])
+def test_missing_sizes_refused_by_the_cli(built, capsys, tmp_path, key):
+    folder, _, _ = built
+    shutil.copytree(folder, tmp_path / "c")
+    data = json.loads((folder / "config.json").read_text())
+    del data[key]
+    (tmp_path / "c" / "config.json").write_text(json.dumps(data))
+    _refused(capsys, ["show", "--model", str(tmp_path / "c"), "--text", tc.TEXT, "--layer", "1"],
+             f"{key}: missing; expected a whole number")
+
+
+def test_kimi_k2_reads_as_v3(built, tmp_path):
+    """Kimi K2 writes model_type kimi_k2 over DeepSeek-V3's layout (and so routes as V3 does)."""
+    folder, out, _ = built
+    data = json.loads((folder / "config.json").read_text())
+    if data["model_type"] != "deepseek_v3":
+        pytest.skip("V3's layout only")
+    shutil.copytree(folder, tmp_path / "k")
+    (tmp_path / "k" / "config.json").write_text(json.dumps(dict(data, model_type="kimi_k2")))
+    cfg = read_config(tmp_path / "k")
+    x = _stream(Tensors(tmp_path / "k"), cfg, IDS, cfg.layers - 1)
+    _close(x, out.hidden_states[cfg.layers - 1][0].numpy(), "x entering the last layer")
+
+
+def test_absorbed_scores_on_the_checkpoint(built):
+    """W_UK folded into the queries gives each head's no-position scores from c_kv alone."""
+    from tracer.mla import absorbed_scores
+    folder, _, _ = built
+    cfg, tensors = read_config(folder), Tensors(folder)
+    x = _stream(tensors, cfg, IDS, 1)
+    w = deepseek.read_attention(tensors, cfg, 1)
+    parts = deepseek.latent_parts(norm(x, w["norm_in"]), w, cfg, 1)
+    m = cfg.mla
+    per_head = w["kv_b"].reshape(m["kv_rank"], cfg.heads, m["nope"] + m["v"])
+    for h in range(cfg.heads):
+        w_uk = per_head[:, h, : m["nope"]]
+        want = parts["q_nope"][h] @ parts["k_nope"][h].T
+        np.testing.assert_allclose(absorbed_scores(parts["q_nope"][h], w_uk, parts["c_kv"]), want, rtol=1e-9, atol=1e-9)
+
+
+def test_cache_sizes_against_the_paper():
+    """DeepSeek-V2's own sizes: 128 heads of 128, d_c = 4·d_h = 512, d_h^R = d_h/2 = 64."""
+    from tracer.mla import cache_per_token
+    sizes = cache_per_token(heads=128, head_dim=128, groups=8, kv_rank=512, rope_dims=64)
+    assert sizes == {"MHA": 2 * 128 * 128, "GQA": 2 * 8 * 128, "MQA": 2 * 128, "MLA": 576}
+    # the paper's table writes MLA as (d_c + d_h^R)·l = (9/2)·d_h·l, the size of GQA with 2.25 groups
+    assert sizes["MLA"] == 4.5 * 128 == 2 * 2.25 * 128
+
+
+def test_experts_read_once_each_and_only_when_chosen():
+    """apply_experts against a dense sum written here; each chosen expert is read once, others never."""
+    from tracer.models.routed import apply_experts
+    rng = np.random.default_rng(3)
+    h, mats = rng.normal(size=(6, 4)), rng.normal(size=(10, 4, 4))
+    chosen = np.array([[1, 7], [7, 2], [1, 2], [9, 1], [2, 7], [1, 9]])
+    weights = rng.random(chosen.shape)
+    reads = []
+
+    def read(e):
+        reads.append(e)
+        return {"w": mats[e]}
+
+    got = apply_experts(h, weights, chosen, read, lambda rows, w: np.tanh(rows @ w["w"]))
+    want = np.array([sum(weights[t, k] * np.tanh(h[t] @ mats[chosen[t, k]]) for k in range(2)) for t in range(6)])
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert sorted(reads) == [1, 2, 7, 9]

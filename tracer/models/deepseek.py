@@ -1,0 +1,169 @@
+"""DeepSeek's blocks (V2, V3; Kimi K2 and Moonlight share V3's layout), run in float64 NumPy:
+multi-head latent attention and, after the first dense layers, routed and shared experts.
+
+Latent attention: the normed stream h gives c_kv = RMSNorm(h·W_DKV), a small latent per token,
+and k_pe = RoPE(h·W_KR), one rotary key shared by every head: the KV cache keeps only these two.
+Head h rebuilds k_nope = c_kv·W_UK_h and v = c_kv·W_UV_h; its query is [q_nope, RoPE(q_pe)] from
+h (or from the compressed, normed c_q = RMSNorm(h·W_DQ)); its scores q_nope·k_nopeᵀ + q_pe·k_peᵀ,
+divided by √(nope + rope) and multiplied by yarn's mscale² when the config has one."""
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+
+from .. import rope
+from .blocks import _mlp, _norm, _read_linear, check_shapes, prefix
+from .config import Config
+from .deepseek_router import route
+from .forward import mask, mlp, norm
+from .routed import apply_experts
+from .weights import Tensors
+
+
+def shapes(cfg: Config, pre: str, i: int, mlp_too: bool) -> dict[str, tuple]:
+    """The tensors block i reads (its experts only by their first: they are read one at a time)."""
+    m, d, h = cfg.mla, cfg.d_model, cfg.heads
+    p = pre + cfg.family.block(i)
+    a = p + "self_attn."
+    want = {p + "input_layernorm.weight": (d,), a + "kv_a_layernorm.weight": (m["kv_rank"],),
+            a + "kv_a_proj_with_mqa.weight": (m["kv_rank"] + m["rope"], d),
+            a + "kv_b_proj.weight": (h * (m["nope"] + m["v"]), m["kv_rank"]), a + "o_proj.weight": (d, h * m["v"])}
+    q_width = h * (m["nope"] + m["rope"])
+    if m["q_rank"] is None:
+        want[a + "q_proj.weight"] = (q_width, d)
+    else:
+        want.update({a + "q_a_proj.weight": (m["q_rank"], d), a + "q_a_layernorm.weight": (m["q_rank"],),
+                     a + "q_b_proj.weight": (q_width, m["q_rank"])})
+    if mlp_too:
+        want[p + "post_attention_layernorm.weight"] = (d,)
+        want.update(_mlp_shapes(cfg, p + "mlp.", i))
+    return want
+
+
+def _mlp_shapes(cfg: Config, m: str, i: int) -> dict:
+    e, d = cfg.experts, cfg.d_model
+    gated = lambda at, width: {at + "gate_proj.weight": (width, d), at + "up_proj.weight": (width, d),  # noqa: E731
+                               at + "down_proj.weight": (d, width)}
+    if i < e["dense"]:
+        return gated(m, cfg.inner)
+    want = {m + "gate.weight": (e["experts"], d), **gated(m + "experts.0.", e["inner"])}
+    if e["scoring"] == "sigmoid":
+        want[m + "gate.e_score_correction_bias"] = (e["experts"],)
+    if e["shared"]:
+        want.update(gated(m + "shared_experts.", e["inner"] * e["shared"]))
+    return want
+
+
+def check_all(tensors: Tensors, cfg: Config, layer: int) -> None:
+    pre = prefix(tensors, cfg)
+    for i in range(layer + 1):
+        check_shapes(tensors, cfg, shapes(cfg, pre, i, i < layer))
+
+
+def read_attention(tensors: Tensors, cfg: Config, i: int) -> dict:
+    """Block i's attention weights in the rows orientation (in × out), biases None unless saved."""
+    pre = prefix(tensors, cfg)
+    p = pre + cfg.family.block(i)
+    a = p + "self_attn."
+    w = dict(norm_in=_norm(tensors, cfg, p + "input_layernorm"), kv_norm=_norm(tensors, cfg, a + "kv_a_layernorm"))
+    w["kv_a"], w["b_kv_a"] = _read_linear(tensors, cfg, a + "kv_a_proj_with_mqa")
+    w["kv_b"], _ = _read_linear(tensors, cfg, a + "kv_b_proj")
+    w["o"], w["bo"] = _read_linear(tensors, cfg, a + "o_proj")
+    if cfg.mla["q_rank"] is None:
+        w["q"], w["bq"] = _read_linear(tensors, cfg, a + "q_proj")
+    else:
+        w["q_a"], w["b_q_a"] = _read_linear(tensors, cfg, a + "q_a_proj")
+        w["q_norm"] = _norm(tensors, cfg, a + "q_a_layernorm")
+        w["q_b"], _ = _read_linear(tensors, cfg, a + "q_b_proj")
+    return w
+
+
+def _lin(x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+    return x @ w if b is None else x @ w + b
+
+
+def turn(m: np.ndarray, spec: dict, style: str) -> np.ndarray:
+    """Rotary positions on the last axis (… × n × r): pairs (2i, 2i+1) when `interleaved` (the
+    order kept), else (i, i + r/2); yarn's attention factor multiplies the turned features."""
+    n, r = m.shape[-2:]
+    angle = rope.positions(spec, n)[:, None] * rope.frequencies(spec, r)[None, :]
+    f = rope.attention_factor(spec)
+    cos, sin = np.cos(angle) * f, np.sin(angle) * f
+    a, b = (m[..., 0::2], m[..., 1::2]) if style == "interleaved" else (m[..., : r // 2], m[..., r // 2:])
+    if style != "interleaved":
+        return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+    out = np.empty_like(m)
+    out[..., 0::2], out[..., 1::2] = a * cos - b * sin, b * cos + a * sin
+    return out
+
+
+def latent_parts(h: np.ndarray, w: dict, cfg: Config, layer: int) -> dict:
+    """Every intermediate of the layer's latent attention on the normed stream h (n × d_model):
+    c_q (when queries are compressed), c_kv, k_pe, and per head (heads × n × …) q_nope, q_pe,
+    k_nope, v, weights, z; and `out`, after W_O. The scores use the rebuilt keys."""
+    m, heads, n = cfg.mla, cfg.heads, h.shape[0]
+    spec = cfg.kinds[layer].rope
+    parts = {}
+    if m["q_rank"] is None:
+        q = _lin(h, w["q"], w.get("bq"))
+    else:
+        parts["c_q"] = norm(_lin(h, w["q_a"], w.get("b_q_a")), w["q_norm"])
+        q = parts["c_q"] @ w["q_b"]
+    q = q.reshape(n, heads, m["nope"] + m["rope"]).transpose(1, 0, 2)
+    kv = _lin(h, w["kv_a"], w.get("b_kv_a"))
+    parts["c_kv"] = norm(kv[:, : m["kv_rank"]], w["kv_norm"])
+    parts["k_pe"] = turn(kv[:, m["kv_rank"]:], spec, m["style"])
+    parts["q_nope"], parts["q_pe"] = q[..., : m["nope"]], turn(q[..., m["nope"]:], spec, m["style"])
+    up = (parts["c_kv"] @ w["kv_b"]).reshape(n, heads, m["nope"] + m["v"]).transpose(1, 0, 2)
+    parts["k_nope"], parts["v"] = up[..., : m["nope"]], up[..., m["nope"]:]
+    s = (np.einsum("hid,hjd->hij", parts["q_nope"], parts["k_nope"])
+         + np.einsum("hid,jd->hij", parts["q_pe"], parts["k_pe"])) * scale(cfg)
+    s[:, mask(n, cfg.kinds[layer].window)] = -np.inf
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    parts["weights"] = e / e.sum(axis=-1, keepdims=True)
+    parts["z"] = parts["weights"] @ parts["v"]
+    parts["out"] = _lin(parts["z"].transpose(1, 0, 2).reshape(n, -1), w["o"], w.get("bo"))
+    return parts
+
+
+def scale(cfg: Config) -> float:
+    """What the scores are multiplied by: 1/√(nope + rope), times yarn's mscale² (DeepSeek's)."""
+    m = cfg.mla
+    return m.get("mscale", 1.0) / math.sqrt(m["nope"] + m["rope"])
+
+
+def _gated(h: np.ndarray, weights: dict, cfg: Config) -> np.ndarray:
+    return mlp(h, SimpleNamespace(mlp=weights), cfg.activation)
+
+
+def _moe(h: np.ndarray, tensors: Tensors, cfg: Config, m: str) -> np.ndarray:
+    """The routed experts, each read when reached, plus the shared experts on every token."""
+    e = cfg.experts
+    bias = m + "gate.e_score_correction_bias"
+    weights, chosen = route(h, tensors[m + "gate.weight"], e, tensors[bias] if bias in tensors else None)
+
+    def read(k: int) -> dict:
+        at = f"{m}experts.{k}."
+        check_shapes(tensors, cfg, {at + x + "_proj.weight": s for x, s in
+                                    (("gate", (e["inner"], cfg.d_model)), ("up", (e["inner"], cfg.d_model)),
+                                     ("down", (cfg.d_model, e["inner"])))})
+        return _mlp(tensors, cfg, at)
+
+    out = apply_experts(h, weights, chosen, read, lambda rows, wts: _gated(rows, wts, cfg))
+    if e["shared"]:
+        out = out + _gated(h, _mlp(tensors, cfg, m + "shared_experts."), cfg)
+    return out
+
+
+def run_block(x: np.ndarray, tensors: Tensors, cfg: Config, i: int) -> np.ndarray:
+    """The residual stream after block i: x + latent attention, then + the MLP (dense in the first
+    `first_k_dense_replace` blocks, experts after)."""
+    w = read_attention(tensors, cfg, i)
+    x = x + latent_parts(norm(x, w["norm_in"]), w, cfg, i)["out"]
+    p = prefix(tensors, cfg) + cfg.family.block(i)
+    h = norm(x, _norm(tensors, cfg, p + "post_attention_layernorm"))
+    if i < cfg.experts["dense"]:
+        return x + _gated(h, _mlp(tensors, cfg, p + "mlp."), cfg)
+    return x + _moe(h, tensors, cfg, p + "mlp.")
