@@ -11,6 +11,7 @@ from pathlib import Path
 from ..checks import kind
 from ..errors import ScenarioError
 from ..readfile import read_bounded
+from .experts import read_moe
 from .families import ACTIVATIONS, FAMILIES, SWITCHES, Family
 from .rotary import LAYER_TYPES, label, rope_spec
 
@@ -54,6 +55,7 @@ class Config:
     softcap: float | None = None
     scale: float | None = None        # the scores' divisor when it is not √head_dim
     embed_scale: float = 1.0
+    moe: dict | None = None           # the experts' sizes and switches (experts.read_moe), if any
 
 
 def read_json(path: Path, limit: int, expected: str):
@@ -97,14 +99,15 @@ def parse(data: dict) -> Config:
     head_dim = get.int("head_dim", 0) or _per_head(d_model, heads)
     layers = get.positive("layers")
     activation = get.word("activation", fam.activation, tuple(ACTIVATIONS))
-    gated = fam.gated()
+    gated = fam.gated() and not fam.experts
     return Config(model_type, fam, d_model, layers, heads, groups, head_dim,
                   get.positive("positions", UNBOUNDED), get.number("eps", 1e-6 if fam.norm == "rms" else 1e-5),
                   ACTIVATIONS[activation],
                   get.positive("inner") if gated else get.positive("inner", 4 * d_model),
                   kinds=tuple(_kinds(data, fam, layers, head_dim)),
                   softcap=_positive(data, fam.softcap), scale=_positive(data, fam.scale, 256.0),
-                  embed_scale=math.sqrt(d_model) if fam.embed_scale else 1.0)
+                  embed_scale=math.sqrt(d_model) if fam.embed_scale else 1.0,
+                  moe=read_moe(data, fam.experts, layers) if fam.experts else None)
 
 
 def _refuse(model_type: str, data: dict) -> None:
