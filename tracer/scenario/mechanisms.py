@@ -94,11 +94,15 @@ def sinks(value, heads: int) -> np.ndarray | None:
     if isinstance(value, np.ndarray):
         value = value.tolist()
     if not isinstance(value, list):
-        raise ScenarioError("weights.sinks", f"expected a list of {heads} numbers (one sink logit per head), "
+        raise ScenarioError("weights.sinks", f"expected a list of {_numbers(heads)} (one sink logit per head), "
                             f"got {kind(value)}")
     if len(value) != heads:
-        raise ScenarioError("weights.sinks", f"expected {heads} numbers (one sink logit per head), got {len(value)}")
+        raise ScenarioError("weights.sinks", f"expected {_numbers(heads)} (one sink logit per head), got {len(value)}")
     return np.array([number(s, f"weights.sinks[{h}]") for h, s in enumerate(value)], dtype=np.float64)
+
+
+def _numbers(count: int) -> str:
+    return f"{count} number{'s' if count != 1 else ''}"
 
 
 def refuse_with_decode(scenario) -> None:

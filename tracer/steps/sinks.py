@@ -25,7 +25,7 @@ def _explain(cell) -> str:
         f"{_base(cell.arithmetic)}^{f(s)}"
     rest = 1 - cell.value
     return (f"= {power} ÷ {divisor(cell.f(total))} = {f(own)} ÷ {divisor(cell.f(total))} = {cell.fa(cell.value)}   "
-            f"(head {cell.step.head}'s sink logit is {f(s)}; {cell.names()[0]}'s tokens share the other {rest:.4g})")
+            f"(head {cell.step.head}'s sink logit is {f(s)}; the keys {cell.names()[0]} sees share the other {rest:.4g})")
 
 
 register(Kind(
