@@ -193,3 +193,23 @@ def test_a_config_without_the_expert_counts(capsys, copy, key):
     del cfg[key]
     (copy / "config.json").write_text(json.dumps(cfg))
     refused(capsys, copy, "config.json", key, "is missing")
+
+
+# ------------------------------------------------------------------- the built-in's lesson
+def test_sinks_builtin_lesson():
+    from fractions import Fraction
+    t = tracer.run("sinks")   # by-hand: powers of 3, no max subtracted
+    share = lambda sid, row: [Fraction(float(v)).limit_denominator(100) for v in t.rows(sid)[row]]  # noqa: E731
+    assert share("h0.weights", 3) == [Fraction(1, 15), Fraction(1, 15), Fraction(3, 5), Fraction(1, 15)]  # sat → cat
+    assert share("h0.sink", 3) == [Fraction(1, 5)]
+    assert share("h0.weights", 1)[:2] == [Fraction(1, 5)] * 2 and share("h0.sink", 1) == [Fraction(3, 5)]
+    np.testing.assert_array_equal(t.rows("h0.z")[1], 0)            # "the" reads nothing
+    assert share("h0.sums", 1) == [5] and share("h0.sums", 3) == [15]
+    x, w = np.array([[0, 0], [0, 0], [0, 1], [1, 0]], float), {"q": [[2], [0]], "k": [[0], [1]]}
+    for preset in ("exact", "by-hand"):
+        got = tracer.run("sinks", preset)
+        (weights, sink, z), = reference(x, np.array([w["q"]], float), np.array([w["k"]], float), np.eye(2)[None],
+                                        [1.0], preset, causal=True)
+        np.testing.assert_allclose(got.rows("h0.weights"), weights, rtol=1e-12)
+        np.testing.assert_allclose(got.rows("h0.sink")[:, 0], sink, rtol=1e-12)
+    assert 0.5 < float(tracer.run("sinks", "exact").rows("h0.sink")[1, 0]) < 0.6   # 1 ÷ (1 + 2/e)

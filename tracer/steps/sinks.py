@@ -34,7 +34,8 @@ register(Kind(
     "value. It joins every query's softmax: its power is added to the sum, so the tokens' weights "
     "add up to 1 − sink. A head with nothing useful to read can park its weight there instead of "
     "on some token (StreamingLLM found models learn to use the first token for this).",
-    formula=lambda ctx: "base^(sink − max) ÷ sums   (the max over the tokens and the sink)",
+    formula=lambda ctx: (f"{_base(ctx.arithmetic)}^(sink − max) ÷ sums   (the max over the tokens and the sink)"
+                         if ctx.arithmetic.stable else f"{_base(ctx.arithmetic)}^sink ÷ sums"),
     explain=_explain,
     sources=lambda cell: {cell.step.inputs[1]: [(cell.i, 0)]},
     inputs=lambda ctx, h: [ctx.latest(h, "logits", "exp"), ctx.sid("sums", h)],
