@@ -118,40 +118,26 @@ def bytes_read() -> int:
 
 
 def throughput(experts: int = 4) -> tuple[float, float]:
-    """(GB/s of float32-equivalent weights out of MXFP4 dequantization, the same from bfloat16),
-    over `experts` experts' gate_up and down matrices, read from a file each way."""
-    import safetensors.numpy as stn
-
+    """(GB/s of float32-equivalent weights out of MXFP4 dequantization, the same read from
+    bfloat16), over `experts` experts' gate_up and down matrices, each read from its own folder."""
     from tracer.models.weights import Tensors
     rng = np.random.default_rng(1)
+    mx = [(n, d, (experts,) + s[1:]) for n, d, s in layer_tensors(0) if "experts." in n and "bias" not in n]
+    bf = [(f"e.{w}", "BF16", (experts, D, cols)) for w, cols in (("gate_up_proj", 2 * INNER), ("down_proj", INNER))]
+    names = (("model.layers.0.mlp.experts.gate_up_proj", "model.layers.0.mlp.experts.down_proj"),
+             ("e.gate_up_proj", "e.down_proj"))
+    weights, out = experts * 3 * D * INNER, []
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        t = [(n, d, (experts,) + s[1:]) for n, d, s in layer_tensors(0) if "experts." in n and "bias" not in n]
-        write_shard(folder / "mx.safetensors", t, rng)
-        bf = {f"e.{w}": rng.standard_normal((experts, D, cols), dtype=np.float32).astype(np.float32)
-              for w, cols in (("gate_up_proj", 2 * INNER), ("down_proj", INNER))}
-        stn.save_file(bf, str(folder / "bf.safetensors"))
-        # bfloat16: the same file rewritten with BF16 words (safetensors' NumPy API has no bfloat16)
-        write_shard(folder / "model.safetensors", [(n, "BF16", a.shape) for n, a in bf.items()], rng)
-        os.remove(folder / "bf.safetensors")
-        weights = experts * (D * 2 * INNER + INNER * D)
-        results = []
-        for file, names in (("mx.safetensors", ("model.layers.0.mlp.experts.gate_up_proj",
-                                                "model.layers.0.mlp.experts.down_proj")),
-                            ("model.safetensors", ("e.gate_up_proj", "e.down_proj"))):
-            if file == "mx.safetensors":
-                os.replace(folder / "model.safetensors", folder / "bf.bin")
-                os.replace(folder / file, folder / "model.safetensors")
-            tensors = Tensors(folder)
+        for kind, tensors, read in (("mx", mx, names[0]), ("bf", bf, names[1])):
+            (Path(tmp) / kind).mkdir()
+            write_shard(Path(tmp) / kind / "model.safetensors", tensors, rng)
+            t = Tensors(Path(tmp) / kind)
             start = time.perf_counter()
             for e in range(experts):
-                for name in names:
-                    tensors.expert(name, e)
-            results.append(4 * weights / (time.perf_counter() - start) / 1e9)
-            if file == "mx.safetensors":
-                os.replace(folder / "model.safetensors", folder / file)
-                os.replace(folder / "bf.bin", folder / "model.safetensors")
-        return results[0], results[1]
+                for name in read:
+                    t.expert(name, e)
+            out.append(4 * weights / (time.perf_counter() - start) / 1e9)
+    return out[0], out[1]
 
 
 def probe(folder: str) -> None:

@@ -11,14 +11,13 @@ from ..errors import ScenarioError
 E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
 BLOCK = 32          # weights sharing one scale
 BIAS = 127
+PAIRS = np.stack([E2M1[np.arange(256) & 0x0F], E2M1[np.arange(256) >> 4]], axis=1)   # a byte → its two values
 
 
 def dequantize(blocks: np.ndarray, scales: np.ndarray) -> np.ndarray:
     """blocks (… × out × groups × 16 uint8) and scales (… × out × groups uint8) → … × in × out
     float64 (in = groups·32), transposed as the module stores the matrix."""
-    values = np.empty(blocks.shape[:-1] + (BLOCK,), dtype=np.float64)
-    values[..., 0::2] = E2M1[blocks & 0x0F]
-    values[..., 1::2] = E2M1[blocks >> 4]
+    values = PAIRS[blocks].reshape(blocks.shape[:-1] + (BLOCK,))    # one look-up a byte, low nibble first
     values *= np.ldexp(1.0, scales.astype(np.int32) - BIAS)[..., None]
     return np.swapaxes(values.reshape(blocks.shape[:-2] + (-1,)), -1, -2)
 
