@@ -213,3 +213,17 @@ def test_sinks_builtin_lesson():
         np.testing.assert_allclose(got.rows("h0.weights"), weights, rtol=1e-12)
         np.testing.assert_allclose(got.rows("h0.sink")[:, 0], sink, rtol=1e-12)
     assert 0.5 < float(tracer.run("sinks", "exact").rows("h0.sink")[1, 0]) < 0.6   # 1 ÷ (1 + 2/e)
+
+
+def test_gpt_oss_yarn_without_truncation_matches_transformers(folders):
+    """gpt-oss's yarn keeps the ramp's ends fractional (truncate false): the frequencies and the
+    attention factor as transformers computes them, and not as the truncated ramp would give."""
+    from tracer import rope
+    from tracer.models.config import read_config
+    folder, model = folders["gpt_oss"]
+    spec = read_config(folder).kinds[1].rope
+    freqs, factor = tc.rotary_of(model, 1)
+    np.testing.assert_allclose(rope.frequencies(spec, 16), freqs, rtol=1e-6)
+    assert rope.attention_factor(spec) == pytest.approx(factor, rel=1e-6)
+    truncated = dict(spec, scaling={k: v for k, v in spec["scaling"].items() if k != "truncate"})
+    assert not np.allclose(rope.frequencies(truncated, 16), freqs, rtol=1e-6)
