@@ -227,3 +227,22 @@ def test_gpt_oss_yarn_without_truncation_matches_transformers(folders):
     assert rope.attention_factor(spec) == pytest.approx(factor, rel=1e-6)
     truncated = dict(spec, scaling={k: v for k, v in spec["scaling"].items() if k != "truncate"})
     assert not np.allclose(rope.frequencies(truncated, 16), freqs, rtol=1e-6)
+
+
+def test_sinks_refused_with_decode_and_online():
+    base = dict(x=[[1, 0], [0, 1]], q=[[1, 0], [0, 1]], k=[[1, 0], [0, 1]], v=[[1, 0], [0, 1]], sinks=[0.5])
+    with pytest.raises(tracer.ScenarioError, match="weights.sinks: expected no \\[decode\\]"):
+        tracer.from_arrays(**base, mask="causal", decode=1)
+    with pytest.raises(tracer.ScenarioError, match="algorithm: expected standard with weights.sinks"):
+        tracer.run(tracer.from_arrays(**base), algorithm="online")
+
+
+def test_chosen_heads_keep_their_own_sinks(folders):
+    """[model] heads = [3, 0]: each kept head's weights and sink as in the whole layer's trace."""
+    from tracer.models.layer import keep_heads, layer_arrays
+    folder = folders["gpt_oss"][0]
+    whole = tracer.run(tracer.from_model(folder, tc.TEXT, 1))
+    some = tracer.run(tracer.from_arrays(**keep_heads(layer_arrays(folder, tc.TEXT, 1), [3, 0])))
+    for i, h in enumerate((3, 0)):
+        np.testing.assert_allclose(some.rows(f"h{i}.sink"), whole.rows(f"h{h}.sink"), rtol=1e-12)
+        np.testing.assert_allclose(some.rows(f"h{i}.weights"), whole.rows(f"h{h}.weights"), rtol=1e-12)
