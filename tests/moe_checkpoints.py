@@ -11,7 +11,7 @@ import torch
 import transformers
 from safetensors.numpy import load_file, save_file
 
-from tests.tiny_checkpoints import tokenizer
+from tiny_checkpoints import tokenizer
 
 SIZES = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=3, head_dim=16,
              vocab_size=300, max_position_embeddings=64, rms_norm_eps=1e-5, tie_word_embeddings=False,

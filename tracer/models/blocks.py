@@ -203,17 +203,17 @@ def block(tensors: Tensors, cfg: Config, layer: int, mlp: bool = True) -> Block:
 def _moe(tensors: Tensors, cfg: Config, m: str) -> dict:
     """The router (rows orientation) and a reader of one expert's matrices at a time, so that a
     layer's experts are read as they are used and let go after."""
+    x = m + "experts."
+
+    def stacked(e: int) -> dict:      # gpt-oss: experts × in × out, saved or MXFP4, with biases
+        return dict(gate_up=tensors.expert(x + "gate_up_proj", e), b_gate_up=tensors.rows(x + "gate_up_proj_bias", [e])[0],
+                    down=tensors.expert(x + "down_proj", e), b_down=tensors.rows(x + "down_proj_bias", [e])[0])
+
+    def linear(e: int) -> dict:       # Qwen3-MoE: one nn.Linear per expert and matrix
+        return {w: tensors[f"{x}{e}.{w}_proj.weight"].T for w in ("gate", "up", "down")}
     if cfg.family.experts == "gpt_oss":
-        x = m + "experts."
-
-        def expert(e: int) -> dict:
-            return dict(gate_up=tensors.expert(x + "gate_up_proj", e), b_gate_up=tensors.rows(x + "gate_up_proj_bias", [e])[0],
-                        down=tensors.expert(x + "down_proj", e), b_down=tensors.rows(x + "down_proj_bias", [e])[0])
-        return dict(router=tensors[m + "router.weight"].T, b_router=tensors[m + "router.bias"], expert=expert)
-
-    def expert(e: int) -> dict:   # noqa: F811  (Qwen3-MoE: nn.Linear per expert)
-        return {w: tensors[f"{m}experts.{e}.{w}_proj.weight"].T for w in ("gate", "up", "down")}
-    return dict(router=tensors[m + "gate.weight"].T, b_router=None, expert=expert)
+        return dict(router=tensors[m + "router.weight"].T, b_router=tensors[m + "router.bias"], expert=stacked)
+    return dict(router=tensors[m + "gate.weight"].T, b_router=None, expert=linear)
 
 
 def _norm(tensors: Tensors, cfg: Config, name: str) -> dict:
