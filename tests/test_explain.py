@@ -162,6 +162,8 @@ def check_sources(trace, step, r: int, c: int) -> None:
         got = pick(step.inputs[0]) @ pick(step.inputs[1])
     elif step.kind == "sums":
         got = pick(step.inputs[0]).sum()
+        if trace.scenario.sinks is not None:   # plus the sink's power, which is its share of the sum
+            got += value * float(trace[step.id.replace("sums", "sink")][r, 0])
     elif step.kind == "concat":  # one cell of the head it came from
         (sid,) = src
         head = c // trace.scenario.d_v if trace.layout == 'rows' else r // trace.scenario.d_v

@@ -66,6 +66,22 @@ def test_the_same_arrays_as_the_saved_folder(checkpoint, family):
     assert scenario.title.split(",", 1)[1] == b.title.split(",", 1)[1]   # the name: the model's, the folder's
 
 
+@pytest.mark.parametrize("family", ["qwen3_moe", "gpt_oss"])
+def test_experts_in_memory_are_the_folders(tmp_path, family):
+    """Mixtures of experts: transformers fuses them in memory (gpt-oss stacks them, with biases);
+    read back by the folder's names they give the folder's arrays, bit for bit."""
+    import moe_checkpoints
+    model = moe_checkpoints.build(family, tmp_path)
+    tok = transformers.PreTrainedTokenizerFast.from_pretrained(tmp_path)
+    layer = model.config.num_hidden_layers - 1
+    got, want = tracer.from_transformers(model, tok, tc.TEXT, layer), tracer.from_model(tmp_path, tc.TEXT, layer)
+    for name in ("x", "w_q", "w_k", "w_v", "w_o", "b_q", "b_o", "sinks"):
+        a, b = getattr(got, name, None), getattr(want, name, None)
+        assert (a is None) == (b is None), name
+        if a is not None:
+            np.testing.assert_array_equal(a, b, err_msg=name)
+
+
 def test_bfloat16_is_widened_as_the_folder_does(tmp_path):
     """A bfloat16 model (as many are loaded today) against its bfloat16 folder."""
     model = tc.build("llama", tmp_path, seed=5, dtype=torch.bfloat16).to(torch.bfloat16)

@@ -93,7 +93,9 @@ def test_an_unsupported_family_is_named(capsys, copy):
 
 
 @pytest.mark.parametrize("changes,words", [
-    ({"model_type": "mamba"}, ("model_type", "'mamba'", "qwen3, smollm3, gemma2, gemma3_text, olmo2, phi3, bloom, falcon")),
+    ({"model_type": "mamba"}, ("model_type", "'mamba'", *(f"{name}," for name in ("qwen3", "qwen3_moe", "gpt_oss", "smollm3", "gemma2",
+                                                        "gemma3_text", "olmo2", "phi3", "bloom", "falcon",
+                                                        "deepseek_v2", "deepseek_v3")))),
     ({"partial_rotary_factor": 0.375}, ("partial_rotary_factor", "0.375", "even number")),
     ({"layer_types": ["full_attention", "chunked_attention", "full_attention"]}, ("layer_types", "sliding_attention")),
     ({"layer_types": ["sliding_attention"] * 3, "sliding_window": 0}, ("sliding_window", "≥ 1")),

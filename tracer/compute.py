@@ -26,8 +26,9 @@ def engine_for(scenario, engine: str = "auto") -> str:
     """`stages` (one kernel per step, the reference), `fused`, or `numpy` (a cold kernel cache, for
     the plain layer). The fused n × n blocks need as many keys as queries: cross-attention with
     another length runs stage by stage."""
-    if scenario.m != scenario.n or scenario.softcap is not None or scenario.alibi is not None:
-        return "stages"   # (the fused kernels neither cap nor bias the scores)
+    if scenario.m != scenario.n or scenario.softcap is not None or scenario.alibi is not None \
+            or scenario.sinks is not None:
+        return "stages"   # (the fused kernels neither cap nor bias the scores, nor have sinks)
     if engine in ("stages", "fused"):
         return engine
     cells = scenario.heads * scenario.n ** 2
@@ -189,7 +190,12 @@ def _stage_head(run, h: int, K) -> tuple[dict, bool]:
         out.update(online.stage_head(run, h, kv, q))
         return out, bool(np.isfinite(out[step_id("z", h)]).all())
     *arrays, finite = K.attend(q, k, kv["v"], allowed, _rule(run, h))
-    out.update({ids[kind]: arr for kind, arr in zip(_ATTEND, arrays) if kind in ids})
+    got = dict(zip(_ATTEND, arrays))
+    if sc.sinks is not None:   # the sink joins the softmax: powers, sums, weights and z again
+        from .sinks import with_sink
+        got.update(with_sink(got["masked"], kv["v"], float(sc.sinks[h]), run.arithmetic))
+        finite = finite and bool(np.isfinite(got["sums"]).all() and np.isfinite(got["z"]).all())
+    out.update({ids[kind]: arr for kind, arr in got.items() if kind in ids})
     return out, finite
 
 

@@ -71,12 +71,16 @@ def slowed(spec: dict, d_k: int) -> np.ndarray:
 
 def yarn_range(spec: dict, d_k: int) -> tuple[int, int]:
     """The pairs where yarn's ramp starts and ends: the pair that turns beta_fast times in the
-    original context (rounded down) and the one that turns beta_slow times (rounded up)."""
+    original context (rounded down) and the one that turns beta_slow times (rounded up); gpt-oss
+    (truncate false) keeps them fractional."""
     s, base = spec["scaling"], spec["base"]
 
     def pair(turns: float) -> float:
         return d_k * math.log(s["original_max_position_embeddings"] / (turns * 2 * math.pi)) / (2 * math.log(base))
-    return max(math.floor(pair(s["beta_fast"])), 0), min(math.ceil(pair(s["beta_slow"])), d_k - 1)
+    low, high = pair(s["beta_fast"]), pair(s["beta_slow"])
+    if s.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    return max(low, 0), min(high, d_k - 1)
 
 
 def attention_factor(spec: dict | None) -> float:

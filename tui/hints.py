@@ -28,6 +28,7 @@ TIPS = {
     "masked": "a key the query may see keeps its scaled score; a hidden key becomes minus infinity",
     "exp": "a power: the base times itself that many times; a negative power is one over the power",
     "sums": "add up this query's powers; put fractions over one common denominator first",
+    "sink": "raise the base to the head's sink logit (less the max, if subtracted), then divide by the query's sum",
     "weights": "divide the power by its query's sum; dividing by a fraction is multiplying by its inverse",
     "z": "multiply each value by its weight, then add the products",
     "out": "multiply each pair of numbers, then add the products",

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ScenarioError
+from . import mxfp4
 from .config import Config
 from .weights import DTYPES, Tensors
 
@@ -33,6 +34,8 @@ class Block:
     norm_mlp: dict | None = None
     mlp: dict | None = None              # up, b_up, down, b_down, and gate, b_gate when gated
     mlp_out: dict | None = None
+    sinks: np.ndarray | None = None      # one sink logit per query head (gpt-oss)
+    moe: dict | None = None              # router, b_router, expert(e) → that expert's matrices
 
 
 def prefix(tensors: Tensors, cfg: Config) -> str:
@@ -70,13 +73,32 @@ def shapes(cfg: Config, pre: str, i: int, mlp: bool) -> dict[str, tuple[int, ...
     if fam.qk_norm:
         each = fam.qk_norm == "head"
         want.update({a + "q_norm.weight": (hd if each else q,), a + "k_norm.weight": (hd if each else kv,)})
-    if mlp:
+    if fam.sinks:
+        want[a + "sinks"] = (cfg.heads,)
+    if mlp and cfg.moe and cfg.moe["sparse"][i]:
+        want.update(moe_shapes(cfg, p + "mlp."))
+    elif mlp:
         m = p + "mlp."
         if fam.gate_up:
             want.update(_linear(cfg, m + fam.gate_up, 2 * cfg.inner, d))
         for name in fam.mlp[:-1]:
             want.update(_linear(cfg, m + name, cfg.inner, d))
         want.update(_linear(cfg, m + fam.mlp[-1], d, cfg.inner))
+    return want
+
+
+def moe_shapes(cfg: Config, m: str) -> dict[str, tuple[int, ...]]:
+    """A mixture's router and experts: Qwen3-MoE's one nn.Linear per expert, gpt-oss's stacked
+    experts × in × out tensors (gate and up interleaved) with biases."""
+    d, n, e = cfg.d_model, cfg.moe["inner"], cfg.moe["experts"]
+    if cfg.family.experts == "gpt_oss":
+        x = m + "experts."
+        return {m + "router.weight": (e, d), m + "router.bias": (e,), x + "gate_up_proj": (e, d, 2 * n),
+                x + "gate_up_proj_bias": (e, 2 * n), x + "down_proj": (e, n, d), x + "down_proj_bias": (e, d)}
+    want = {m + "gate.weight": (e, d)}
+    for j in range(e):
+        want.update({f"{m}experts.{j}.gate_proj.weight": (n, d), f"{m}experts.{j}.up_proj.weight": (n, d),
+                     f"{m}experts.{j}.down_proj.weight": (d, n)})
     return want
 
 
@@ -88,6 +110,9 @@ def check_shapes(tensors: Tensors, cfg: Config, want: dict) -> None:
     for name, shape in want.items():
         module = name[: -len(".bias")].rsplit(".", 1)[-1] if name.endswith(".bias") else None
         if fam.biases == "saved" and module is not None and module not in norms and name not in tensors:
+            continue
+        if name not in tensors and name + "_blocks" in tensors:   # gpt-oss's experts, as published
+            mxfp4.check(tensors, name, shape)
             continue
         got, dtype = tensors.shape(name), tensors.dtype(name)
         if dtype not in DTYPES:
@@ -164,9 +189,31 @@ def block(tensors: Tensors, cfg: Config, layer: int, mlp: bool = True) -> Block:
                 out_norm=norm(fam.attn_out))
     if fam.qk_norm:
         out.q_norm, out.k_norm = (tensors[a + f"{x}_norm.weight"] + fam.gain_offset for x in "qk")
+    if fam.sinks:
+        out.sinks = tensors[a + "sinks"]
     if mlp:
-        out.norm_mlp, out.mlp_out, out.mlp = norm(fam.mlp_in), norm(fam.mlp_out), _mlp(tensors, cfg, p + "mlp.")
+        out.norm_mlp, out.mlp_out = norm(fam.mlp_in), norm(fam.mlp_out)
+        if cfg.moe and cfg.moe["sparse"][layer]:
+            out.moe = _moe(tensors, cfg, p + "mlp.")
+        else:
+            out.mlp = _mlp(tensors, cfg, p + "mlp.")
     return out
+
+
+def _moe(tensors: Tensors, cfg: Config, m: str) -> dict:
+    """The router (rows orientation) and a reader of one expert's matrices at a time, so that a
+    layer's experts are read as they are used and let go after."""
+    x = m + "experts."
+
+    def stacked(e: int) -> dict:      # gpt-oss: experts × in × out, saved or MXFP4, with biases
+        return dict(gate_up=tensors.expert(x + "gate_up_proj", e), b_gate_up=tensors.rows(x + "gate_up_proj_bias", [e])[0],
+                    down=tensors.expert(x + "down_proj", e), b_down=tensors.rows(x + "down_proj_bias", [e])[0])
+
+    def linear(e: int) -> dict:       # Qwen3-MoE: one nn.Linear per expert and matrix
+        return {w: tensors[f"{x}{e}.{w}_proj.weight"].T for w in ("gate", "up", "down")}
+    if cfg.family.experts == "gpt_oss":
+        return dict(router=tensors[m + "router.weight"].T, b_router=tensors[m + "router.bias"], expert=stacked)
+    return dict(router=tensors[m + "gate.weight"].T, b_router=None, expert=linear)
 
 
 def _norm(tensors: Tensors, cfg: Config, name: str) -> dict:

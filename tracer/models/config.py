@@ -11,6 +11,7 @@ from pathlib import Path
 from ..checks import kind
 from ..errors import ScenarioError
 from ..readfile import read_bounded
+from .experts import read_moe
 from .families import ACTIVATIONS, FAMILIES, SWITCHES, Family
 from .latent import expert_sizes, latent_sizes
 from .rotary import LAYER_TYPES, label, rope_spec
@@ -57,6 +58,7 @@ class Config:
     embed_scale: float = 1.0
     mla: dict | None = None           # DeepSeek: latent attention's sizes (latent.py)
     experts: dict | None = None       # DeepSeek: the experts' counts and routing
+    moe: dict | None = None           # the experts' sizes and switches (experts.read_moe), if any
 
 
 def read_json(path: Path, limit: int, expected: str):
@@ -100,7 +102,7 @@ def parse(data: dict) -> Config:
     head_dim = get.int("head_dim", 0) or _per_head(d_model, heads)
     layers = get.positive("layers")
     activation = get.word("activation", fam.activation, tuple(ACTIVATIONS))
-    gated = fam.gated()
+    gated = fam.gated() and not fam.experts
     extra = {}
     if fam.latent:
         extra = dict(mla=latent_sizes(data, model_type), experts=expert_sizes(data, model_type))
@@ -110,7 +112,8 @@ def parse(data: dict) -> Config:
                   get.positive("inner") if gated else get.positive("inner", 4 * d_model),
                   kinds=tuple(_kinds(data, fam, layers, head_dim)),
                   softcap=_positive(data, fam.softcap), scale=_positive(data, fam.scale, 256.0),
-                  embed_scale=math.sqrt(d_model) if fam.embed_scale else 1.0, **extra)
+                  embed_scale=math.sqrt(d_model) if fam.embed_scale else 1.0,
+                  moe=read_moe(data, fam.experts, layers) if fam.experts else None, **extra)
 
 
 def _refuse(model_type: str, data: dict) -> None:

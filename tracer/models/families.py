@@ -60,6 +60,9 @@ class Family:
     #                                     but every p-th), "nope" (the NoPE layers, when use_sliding_window)
     pattern: int = 0                    # p, when config.json's sliding_window_pattern does not say
     latent: bool = False                # multi-head latent attention and DeepSeek's experts (deepseek.py)
+    experts: str | None = None          # a mixture of experts in the MLP: its router and experts'
+    #                                     style, "qwen3_moe" or "gpt_oss" (see experts.py)
+    sinks: bool = False                 # a learned sink logit per head joins each softmax (gpt-oss)
 
     def block(self, i: int) -> str:
         return f"{self.blocks}.{i}."
@@ -89,6 +92,8 @@ FAMILIES: dict[str, Family] = {
     "mistral": replace(LLAMA, sliding="all"),
     "qwen2": replace(LLAMA, sliding="from"),
     "qwen3": replace(LLAMA, qk_norm="head", sliding="from"),
+    "qwen3_moe": replace(LLAMA, qk_norm="head", sliding="from", experts="qwen3_moe"),
+    "gpt_oss": replace(LLAMA, sinks=True, experts="gpt_oss", sliding="pattern", pattern=2),
     "smollm3": replace(LLAMA, nope="no_rope_layers", sliding="nope"),
     "gemma2": GEMMA,
     "gemma3_text": replace(GEMMA, qk_norm="head", softcap=None, pattern=6, default_base=1e6,   # its attention

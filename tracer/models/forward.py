@@ -10,6 +10,7 @@ import numpy as np
 from .. import rope
 from ..alibi import alibi_slopes
 from ..kernels.blas import one_thread
+from . import experts
 from .blocks import Block
 from .config import Config, Kind
 
@@ -59,7 +60,7 @@ def attention(h: np.ndarray, blk: Block, cfg: Config, kind: Kind) -> np.ndarray:
     q, k, v = _heads(h, blk, cfg, kind)
     share = q.shape[0] // k.shape[0]                  # query head h reads group h // share
     with one_thread():   # many small products per head: one BLAS thread each beats two that wait
-        w = weights(q, np.repeat(k, share, axis=0), cfg, kind)
+        w = weights(q, np.repeat(k, share, axis=0), cfg, kind, blk.sinks)
         z = (w @ np.repeat(v, share, axis=0)).transpose(1, 0, 2).reshape(h.shape[0], -1)   # heads side by side
     out = z @ blk.o
     return out if blk.bo is None else out + blk.bo
@@ -79,8 +80,9 @@ def _heads(h: np.ndarray, blk: Block, cfg: Config, kind: Kind) -> tuple:
     return q, k, v
 
 
-def weights(q: np.ndarray, k: np.ndarray, cfg: Config, kind: Kind) -> np.ndarray:
-    """Each head's attention weights: scaled scores, soft-capped, ALiBi's penalty, the mask, softmax."""
+def weights(q: np.ndarray, k: np.ndarray, cfg: Config, kind: Kind, sinks: np.ndarray | None = None) -> np.ndarray:
+    """Each head's attention weights: scaled scores, soft-capped, ALiBi's penalty, the mask, softmax
+    (with each head's sink logit as one more column, dropped after: the tokens' shares sum to 1 − sink)."""
     n, position = q.shape[1], cfg.family.position
     s = np.einsum("hid,hjd->hij", q, k, optimize=True) / (cfg.scale or math.sqrt(q.shape[-1]))
     if cfg.softcap is not None:
@@ -89,8 +91,11 @@ def weights(q: np.ndarray, k: np.ndarray, cfg: Config, kind: Kind) -> np.ndarray
         slopes = alibi_slopes(q.shape[0]) / (math.sqrt(q.shape[-1]) if position == "alibi_unscaled" else 1.0)
         s = s - slopes[:, None, None] * (np.arange(n)[:, None] - np.arange(n)[None, :])
     s[:, mask(n, kind.window)] = -np.inf
+    if sinks is not None:
+        s = np.concatenate([s, np.broadcast_to(sinks[:, None, None], (s.shape[0], n, 1))], axis=-1)
     w = np.exp(s - s.max(axis=-1, keepdims=True))
-    return w / w.sum(axis=-1, keepdims=True)
+    w /= w.sum(axis=-1, keepdims=True)
+    return w if sinks is None else w[..., :n]
 
 
 def mlp(h: np.ndarray, blk: Block, activation: str) -> np.ndarray:
@@ -114,6 +119,22 @@ def mlp(h: np.ndarray, blk: Block, activation: str) -> np.ndarray:
     return lin(u, "down", "b_down")
 
 
+def moe(h: np.ndarray, blk: Block, cfg: Config) -> np.ndarray:
+    """A mixture of experts: the router's choice for each token, then the chosen experts, read and
+    run one at a time (gpt-oss: biases and the clamped SwiGLU; Qwen3-MoE: SiLU-gated, no biases)."""
+    logits = h @ blk.moe["router"] if blk.moe["b_router"] is None else h @ blk.moe["router"] + blk.moe["b_router"]
+    style = cfg.family.experts
+    chosen, shares = experts.route(logits, cfg.moe, style)
+
+    def expert(e: int, rows: np.ndarray) -> np.ndarray:
+        w = blk.moe["expert"](e)
+        if style == "gpt_oss":
+            u = experts.swiglu_clamped(rows @ w["gate_up"] + w["b_gate_up"], cfg.moe["alpha"], cfg.moe["limit"])
+            return u @ w["down"] + w["b_down"]
+        return (experts.silu(rows @ w["gate"]) * (rows @ w["up"])) @ w["down"]
+    return experts.mixture(h, chosen, shares, expert)
+
+
 def run_block(x: np.ndarray, blk: Block, cfg: Config, layer: int) -> np.ndarray:
     """The residual stream after block `layer`: x + attention, then + MLP, each between the norms
     its family puts around it; Falcon adds both to the same x (side by side)."""
@@ -121,4 +142,5 @@ def run_block(x: np.ndarray, blk: Block, cfg: Config, layer: int) -> np.ndarray:
     if cfg.family.parallel:
         return x + a + mlp(norm(x, blk.norm_mlp), blk, cfg.activation)
     x = x + a
-    return x + norm(mlp(norm(x, blk.norm_mlp), blk, cfg.activation), blk.mlp_out)
+    h = norm(x, blk.norm_mlp)
+    return x + norm(moe(h, blk, cfg) if blk.moe else mlp(h, blk, cfg.activation), blk.mlp_out)

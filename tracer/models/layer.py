@@ -81,6 +81,8 @@ def _features(arrays: dict, shape: str) -> str:
         said.append(f"capped is {arrays['softcap']:g}·tanh(scaled ÷ {arrays['softcap']:g})")
     if "alibi" in arrays:
         said.append("biased subtracts each head's ALiBi slope times the distance to the key")
+    if "sinks" in arrays:
+        said.append("each head's sink logit joins its softmax (sink is its share; the tokens' weights sum to 1 − sink)")
     if "out_norm" in arrays:
         said.append("out_norm normalises the output before the residual adds it")
     return "; ".join(said) + "."
@@ -116,6 +118,8 @@ def mechanisms(blk, cfg, layer: int) -> dict:
         out["out_norm"] = dict(kind="rms", gain=blk.out_norm["gain"], eps=blk.out_norm["eps"])
     if cfg.scale is not None:
         out["defaults"] = {"scale": cfg.scale}
+    if blk.sinks is not None:
+        out["sinks"] = blk.sinks
     always = ("bq", "bk", "bv", "bo", "rope", "norm_in")
     return {key: value for key, value in out.items() if value is not None or key in always}
 
@@ -164,11 +168,12 @@ def keep_heads(arrays: dict, heads) -> dict:
     out = dict(arrays, q=[arrays["q"][h] for h in heads], k=[arrays["k"][g] for g in pick],
                v=[arrays["v"][g] for g in pick], o=arrays["o"][rows])
     for key, kept in (("bq", heads), ("bk", pick), ("bv", pick), ("q_norm", heads), ("k_norm", pick),
-                      ("alibi", heads)):
+                      ("alibi", heads), ("sinks", heads)):
         if arrays.get(key) is not None:
             out[key] = [arrays[key][i] for i in kept]
-    if "alibi" in out:
-        out["alibi"] = np.array(out["alibi"])
+    for key in ("alibi", "sinks"):
+        if key in out:
+            out[key] = np.array(out[key])
     out["title"] += f" (heads {', '.join(map(str, heads))})"
     return out
 

@@ -91,9 +91,10 @@ def _scaling(params: dict, where: str, data: dict) -> dict | None:
             raise ScenarioError(f"{where}.high_freq_factor", f"expected more than low_freq_factor "
                                 f"({out['low_freq_factor']:g}), got {out['high_freq_factor']:g}")
         return out
-    if params.get("truncate", True) is not True:
-        raise ScenarioError(f"{where}.truncate", "false is not supported; expected true (yarn's ramp from whole "
-                            "dimensions)")
+    if not isinstance(params.get("truncate", True), bool):
+        raise ScenarioError(f"{where}.truncate", f"expected true or false, got {kind(params['truncate'])}")
+    if params.get("truncate", True) is False:   # gpt-oss: the ramp's ends not rounded to whole pairs
+        out["truncate"] = False
     out.update(beta_fast=number("beta_fast", params.get("beta_fast") or 32.0),   # falsy: the default, as
                beta_slow=number("beta_slow", params.get("beta_slow") or 1.0))   # transformers reads them
     if params.get("attention_factor") is not None:

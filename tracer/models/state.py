@@ -87,6 +87,11 @@ class StateTensors:
             torch.from_numpy(a).copy_(part)   # widened by torch, bfloat16 included, into a
         return _finite(name, a, WHERE, ids)
 
+    def expert(self, name: str, e: int) -> np.ndarray:
+        """Expert e's matrix of the stacked tensor `name`: a model in memory holds its experts
+        unpacked (transformers dequantizes MXFP4 as it loads them on a CPU)."""
+        return self.rows(name, [e])[0]
+
     def _buffer(self, name: str, shape: tuple) -> np.ndarray | None:
         if self._pool is None:
             return None

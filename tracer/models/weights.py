@@ -124,6 +124,20 @@ class Tensors:
         np.copyto(out, read)
         return _finite(name, out, path)
 
+    def expert(self, name: str, e: int) -> np.ndarray:
+        """Expert e's matrix of the stacked tensor `name` (experts × in × out), float64: read as
+        saved, or from MXFP4 blocks and scales (gpt-oss), dequantized as it is read."""
+        if name in self:
+            return self.rows(name, [e])[0]
+        from .mxfp4 import dequantize
+        blocks, scales = (self._raw(name + part, e) for part in ("_blocks", "_scales"))
+        return dequantize(blocks, scales)
+
+    def _raw(self, name: str, e: int) -> np.ndarray:
+        """Row e of a uint8 tensor as stored."""
+        with self._open(str(self._file(name)), framework="numpy") as handle:
+            return handle.get_slice(name)[e:e + 1][0]
+
     def _file(self, name: str) -> Path:
         if name not in self._where:
             raise ScenarioError(name, "is missing from the checkpoint's safetensors; expected every tensor "

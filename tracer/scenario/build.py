@@ -22,7 +22,7 @@ from ..masks import read_mask
 TOP_KEYS = ("name", "title", "description", "layout", "tokens", "arithmetic", "mask", "x",
             "weights", "residual", "random", "defaults", "features", "rope", "context", "context_tokens",
             "norm_in", "model", "decode", "value_features", "softcap", "alibi", "out_norm")
-WEIGHT_KEYS = ("q", "k", "v", "v_down", "v_up", "o", "bq", "bk", "bv", "bo", "q_norm", "k_norm", "norm_eps", "norm_scope")
+WEIGHT_KEYS = ("q", "k", "v", "v_down", "v_up", "o", "bq", "bk", "bv", "bo", "q_norm", "k_norm", "norm_eps", "norm_scope", "sinks")
 
 
 def load_scenario(spec, model: dict | None = None) -> Scenario:
@@ -124,6 +124,7 @@ def _mechanisms(scenario: Scenario, data: dict) -> None:
     scenario.softcap = mechanisms.softcap(data.get("softcap"))
     scenario.alibi = mechanisms.alibi(data.get("alibi"), scenario.heads, scenario.context is not None)
     scenario.out_norm = mechanisms.out_norm(data.get("out_norm"), scenario.d_out)
+    scenario.sinks = mechanisms.sinks(data["weights"].get("sinks"), scenario.heads)
     mechanisms.refuse_with_decode(scenario)
 
 
@@ -222,16 +223,17 @@ def from_arrays(x, q, k, v=None, o=None, *, layout: str = "rows", mask=None, tok
                 rope: dict | None = None, context=None, context_tokens=None, norm_in: dict | None = None,
                 features=None, decode: int | None = None, value_features=None, q_norm=None, k_norm=None,
                 qk_norm_eps: float | None = None, qk_norm_scope: str | None = None, softcap: float | None = None,
-                alibi=None, out_norm: dict | None = None, defaults: dict | None = None) -> Scenario:
+                alibi=None, out_norm: dict | None = None, defaults: dict | None = None, sinks=None) -> Scenario:
     """A scenario from your own matrices (e.g. weights taken from a real model): the same
     layouts, shapes and checks as a scenario file; q may be one matrix or one per head, k and v one
     per head or one per group (grouped-query), v = "k" reuses the keys; biases and QK-norm's gains
-    are vectors (one, or one per head); alibi is True or the slopes; defaults are arithmetic keys."""
+    are vectors (one, or one per head); alibi is True or the slopes; sinks one logit per head;
+    defaults are arithmetic keys."""
     data = {"name": name, "title": title, "description": description, "layout": layout, "x": x,
             "arithmetic": arithmetic,
             "weights": {key: val for key, val in dict(q=q, k=k, v=v, o=o, v_down=v_down, v_up=v_up,
                                                       bq=bq, bk=bk, bv=bv, bo=bo, q_norm=q_norm, k_norm=k_norm,
-                                                      norm_eps=qk_norm_eps, norm_scope=qk_norm_scope).items()
+                                                      norm_eps=qk_norm_eps, norm_scope=qk_norm_scope, sinks=sinks).items()
                         if val is not None}}
     optional = dict(tokens=tokens, residual=residual, rope=rope, context=context, context_tokens=context_tokens,
                     norm_in=norm_in, features=features, decode=None if decode is None else {"prompt": decode},

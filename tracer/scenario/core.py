@@ -58,6 +58,7 @@ class Scenario:
     #                                       whole projected width, every head's q (every group's k) together (OLMo 2)
     softcap: float | None = None          # C: h.capped = C·tanh(h.scaled / C), before the mask
     alibi: np.ndarray | None = None       # one slope per head: h.biased = h.scaled − m_h·(i − j)
+    sinks: np.ndarray | None = None       # one sink logit per head: it joins each query's softmax (gpt-oss)
     out_norm: dict | None = None          # {"kind": "rms", "gain": 1 × d_out, "eps"}: a norm of the attention's
     #                                       output before the residual (residual = x + out_norm)
 
@@ -113,7 +114,7 @@ class Scenario:
                   "weights.v_down": self.w_v_down, "weights.v_up": self.w_v_up, "weights.o": self.w_o,
                   "weights.bq": self.b_q, "weights.bk": self.b_k, "weights.bv": self.b_v, "weights.bo": self.b_o,
                   "context": self.context, "weights.q_norm": self.q_norm, "weights.k_norm": self.k_norm,
-                  "alibi": self.alibi, "out_norm.gain": (self.out_norm or {}).get("gain")}
+                  "alibi": self.alibi, "weights.sinks": self.sinks, "out_norm.gain": (self.out_norm or {}).get("gain")}
         return {name: float(max(a.max(), -a.min())) for name, a in arrays.items() if a is not None and a.size}
 
     @functools.cached_property
@@ -126,7 +127,7 @@ class Scenario:
         norm = self.norm_in or {}
         return exact_values(self.x, self.w_q, self.w_k, self.w_v, self.w_v_down, self.w_v_up, self.w_o,
                             self.b_q, self.b_k, self.b_v, self.b_o, self.context, norm.get("gain"), norm.get("bias"),
-                            self.q_norm, self.k_norm, self.alibi, (self.out_norm or {}).get("gain"))
+                            self.q_norm, self.k_norm, self.alibi, self.sinks, (self.out_norm or {}).get("gain"))
 
     def dims(self) -> Dims:
         """The sizes and switches a plan (and so a memory estimate) depends on (computed once:
@@ -147,7 +148,7 @@ class Scenario:
                     biases=frozenset(k for k, b in (("q", self.b_q), ("k", self.b_k), ("v", self.b_v),
                                                     ("o", self.b_o)) if b is not None),
                     qk_norm=None if self.q_norm is None else self.qk_norm_scope, softcap=self.softcap,
-                    alibi=self.alibi is not None, out_norm=self.out_norm is not None)
+                    alibi=self.alibi is not None, out_norm=self.out_norm is not None, sinks=self.sinks is not None)
 
     def describe(self) -> dict:
         """What the exports write about the scenario."""
@@ -174,6 +175,8 @@ class Scenario:
             out["softcap"] = self.softcap
         if self.alibi is not None:
             out["alibi"] = [float(m) for m in self.alibi]
+        if self.sinks is not None:
+            out["sinks"] = [float(s) for s in self.sinks]
         if self.out_norm is not None:
             out["out_norm"] = {"kind": self.out_norm["kind"], "eps": self.out_norm["eps"]}
         return out

@@ -87,6 +87,24 @@ def out_norm(value, d_out: int) -> dict | None:
             "gain": np.ones((1, d_out)) if gain is None else vectors(gain, "out_norm.gain", 1, d_out, "d_out")}
 
 
+def sinks(value, heads: int) -> np.ndarray | None:
+    """[weights] sinks: one logit per head, the score of a key no token owns (gpt-oss)."""
+    if value is None:
+        return None
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if not isinstance(value, list):
+        raise ScenarioError("weights.sinks", f"expected a list of {_numbers(heads)} (one sink logit per head), "
+                            f"got {kind(value)}")
+    if len(value) != heads:
+        raise ScenarioError("weights.sinks", f"expected {_numbers(heads)} (one sink logit per head), got {len(value)}")
+    return np.array([number(s, f"weights.sinks[{h}]") for h, s in enumerate(value)], dtype=np.float64)
+
+
+def _numbers(count: int) -> str:
+    return f"{count} number{'s' if count != 1 else ''}"
+
+
 def refuse_with_decode(scenario) -> None:
     """[decode] runs the textbook layer token by token: a mechanism it does not run is refused."""
     if scenario.decode is None:
@@ -94,8 +112,9 @@ def refuse_with_decode(scenario) -> None:
     found = [name for name, there in (("weights.q_norm", scenario.q_norm is not None),
                                       ("softcap", scenario.softcap is not None),
                                       ("alibi", scenario.alibi is not None),
+                                      ("weights.sinks", scenario.sinks is not None),
                                       ("out_norm", scenario.out_norm is not None)) if there]
     if found:
         raise ScenarioError(found[0], "expected no [decode] section with it (decoding token by token runs the "
-                            "layer without QK-norm, soft-capping, ALiBi or an output norm); trace the whole "
+                            "layer without QK-norm, soft-capping, ALiBi, sinks or an output norm); trace the whole "
                             "layer at once instead")

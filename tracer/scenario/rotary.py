@@ -13,7 +13,7 @@ from ..rope import SCALINGS
 SCALING_KEYS = {"linear": (("factor",), {}),
                 "llama3": (("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"), {}),
                 "yarn": (("factor", "original_max_position_embeddings"),
-                         {"beta_fast": 32.0, "beta_slow": 1.0, "attention_factor": None})}
+                         {"beta_fast": 32.0, "beta_slow": 1.0, "attention_factor": None, "truncate": None})}
 ALL_SCALING_KEYS = tuple(dict.fromkeys(k for req, opt in SCALING_KEYS.values() for k in (*req, *opt)))
 ROPE_KEYS = ("base", "style", "offset", "positions", "dims", "scaling", *ALL_SCALING_KEYS)
 
@@ -104,7 +104,12 @@ def scaling(rope: dict) -> dict | None:
         out[key] = _positive(table[key], where + key)
     for key, default in optional.items():
         got = table.get(key, default)
-        if got is not None:
+        if key == "truncate" and got is not None:   # false: yarn's ramp ends kept fractional (gpt-oss)
+            if not isinstance(got, bool):
+                raise ScenarioError(where + key, f"expected true or false, got {kind(got)}")
+            if not got:
+                out[key] = False
+        elif got is not None:
             out[key] = _positive(got, where + key)
     if kind_ == "llama3" and out["high_freq_factor"] <= out["low_freq_factor"]:
         raise ScenarioError(where + "high_freq_factor", f"expected more than low_freq_factor "

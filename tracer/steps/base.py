@@ -41,6 +41,7 @@ class Dims:
     softcap: float | None = None  # the scores' cap C
     alibi: bool = False           # a linear penalty on each key's distance (ALiBi)
     out_norm: bool = False        # a norm of the attention's output before the residual
+    sinks: bool = False           # a sink logit per head joins each query's softmax (gpt-oss)
 
     @property
     def rope(self) -> dict | None:
@@ -65,7 +66,8 @@ class Dims:
         """The 2017 layer: no biases, groups, rotations, norms, context, shared keys or mechanisms
         of today's checkpoints."""
         return not (self.grouped or self.rope_spec or self.norm_in or self.v_is_k or self.d_context
-                    or self.biases - {"o"} or self.qk_norm or self.softcap or self.alibi or self.out_norm)
+                    or self.biases - {"o"} or self.qk_norm or self.softcap or self.alibi or self.out_norm
+                    or self.sinks)
 
     @property
     def grouped(self) -> bool:

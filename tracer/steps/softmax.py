@@ -28,8 +28,11 @@ def _exp_explain(cell) -> str:
         return f"= {base}^{f(s)} = {cell.fa(cell.value)}"
     row = src[cell.i]
     m = row.max() if (row > -math.inf).any() else 0.0
+    whose = "largest score"
+    if cell.scenario.sinks is not None and float(cell.scenario.sinks[cell.step.head]) > row.max():
+        m, whose = float(cell.scenario.sinks[cell.step.head]), "head's sink logit, larger than every score"
     return (f"= {base}^({f(s)} − {f(m)}) = {base}^{f(s - m)} = {cell.fa(cell.value)}   "
-            f"({f(m)} is {cell.names()[0]}'s largest score)")
+            f"({f(m)} is {cell.names()[0]}'s {whose})")
 
 
 register(Kind(
@@ -47,7 +50,10 @@ def _sums_explain(cell) -> str:
     from .cell import MAX_TERMS
     e = cell.rows(cell.step.inputs[0])[cell.i]
     more = f" + … ({len(e) - MAX_TERMS} more)" if len(e) > MAX_TERMS else ""
-    return f"= {' + '.join(cell.f(v) for v in e[:MAX_TERMS])}{more} = {cell.fa(cell.value)}"
+    sink = ""
+    if cell.scenario.sinks is not None:   # the sink's power: the sum less the tokens' powers
+        sink = f" + {cell.f(cell.value - e.sum())} (the sink's power)"
+    return f"= {' + '.join(cell.f(v) for v in e[:MAX_TERMS])}{more}{sink} = {cell.fa(cell.value)}"
 
 
 register(Kind(

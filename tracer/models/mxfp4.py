@@ -1,0 +1,39 @@
+"""MXFP4, the format gpt-oss publishes its experts in: each block of 32 weights is 16 bytes of
+4-bit e2m1 numbers (two a byte, the low nibble first) sharing one 8-bit power of two (bias 127).
+Dequantized in NumPy as read, one expert at a time."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ScenarioError
+
+# e2m1: a sign, two exponent bits and one mantissa bit; codes 0-7 positive, 8-15 their negatives
+E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
+BLOCK = 32          # weights sharing one scale
+BIAS = 127
+PAIRS = np.stack([E2M1[np.arange(256) & 0x0F], E2M1[np.arange(256) >> 4]], axis=1)   # a byte → its two values
+
+
+def dequantize(blocks: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """blocks (… × out × groups × 16 uint8) and scales (… × out × groups uint8) → … × in × out
+    float64 (in = groups·32), transposed as the module stores the matrix."""
+    values = PAIRS[blocks].reshape(blocks.shape[:-1] + (BLOCK,))    # one look-up a byte, low nibble first
+    values *= np.ldexp(1.0, scales.astype(np.int32) - BIAS)[..., None]
+    return np.swapaxes(values.reshape(blocks.shape[:-2] + (-1,)), -1, -2)
+
+
+def check(tensors, name: str, shape: tuple) -> None:
+    """`name` stored as name_blocks and name_scales, for a module matrix of `shape` (… × in × out):
+    uint8 both, blocks … × out × in/32 × 16 and scales … × out × in/32, else refused by name."""
+    *lead, inp, out = shape
+    want = {name + "_blocks": tuple(lead) + (out, inp // BLOCK, BLOCK // 2),
+            name + "_scales": tuple(lead) + (out, inp // BLOCK)}
+    for part, expected in want.items():
+        if part not in tensors:
+            raise ScenarioError(part, f"is missing; expected it beside {name}_blocks (MXFP4 stores blocks and scales)",
+                                str(tensors.folder))
+        if tensors.dtype(part) != "U8":
+            raise ScenarioError(part, f"has dtype {tensors.dtype(part)}; expected U8 (MXFP4)", tensors.where(part))
+        if inp % BLOCK or tensors.shape(part) != expected:
+            raise ScenarioError(part, f"has shape {tensors.shape(part)}; expected {expected} (MXFP4 of a "
+                                f"{'×'.join(map(str, shape))} matrix, blocks and scales agreeing)", tensors.where(part))
