@@ -62,8 +62,15 @@ async def _session(name: str, rounds: int, out: dict, gap: float) -> None:
             for what, keys in KEYS.items():
                 for key in keys:
                     out.setdefault((name, what), []).append(await _timed(pilot, key, gap))
-            for key in ("a", "a"):
-                out.setdefault((name, SWAP), []).append(await _timed(pilot, key, gap))
+            for _ in range(2):   # there and back
+                await asyncio.sleep(gap)
+                await _settle(pilot)
+                start = time.perf_counter()
+                await pilot.press("a")
+                await _settle(pilot, rest=False)
+                out.setdefault((name, SWAP), []).append(time.perf_counter() - start)
+                await _settle(pilot)
+                out.setdefault((name, REST), []).append(time.perf_counter() - start)
 
 
 def run(rounds: int, gap: float) -> dict:
