@@ -12,6 +12,15 @@ class Loaded(Message):
     """A worker finished: this session's trace is ready to show."""
     session: object
     trace: object
+    rest: bool = False   # only the head on screen is computed yet: the rest follows in the background
+
+
+@dataclass
+class Completed(Message):
+    """The rest of a trace shown first lazily (the head on screen computed first) is ready:
+    the same session, every step computed."""
+    session: object
+    trace: object
 
 
 @dataclass

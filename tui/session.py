@@ -34,10 +34,11 @@ class Session:
     def arithmetic(self) -> tracer.Arithmetic:
         return resolve(self.preset, {**self.scenario.defaults, **self.overrides})
 
-    def run(self) -> tracer.Trace:
+    def run(self, lazy: bool | None = None) -> tracer.Trace:
+        """The trace; lazy=True plans it only (each head computed when first asked for)."""
         with warnings.catch_warnings():  # the UI shows trace.warnings itself
             warnings.simplefilter("ignore", tracer.AttentionWarning)
-            return tracer.run(self.scenario, self.preset, **self.overrides)
+            return tracer.run(self.scenario, self.preset, lazy=lazy, **self.overrides)
 
     def layers(self, trace) -> tuple[list[tuple[str, object]], int]:
         """The heads overview's layers: for a real model's layer, every layer of the model (each

@@ -19,8 +19,8 @@ from ..session import (Session, axis_labels, scenario_label, carry_cell, cell_na
 from ..widgets.answer import AnswerLine
 from ..widgets.cell_info import CellInfo
 from ..widgets.fit import KeyBar
+from ..widgets.heat import measure_ahead
 from ..widgets.matrix import MatrixView
-from ..widgets.scales import measure_ahead
 from ..widgets.progress import Progress
 from ..widgets.status import StatusBar
 from ..widgets.step_info import StepInfo
@@ -133,18 +133,23 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
                                       lesson=trace.scenario)
         self.show_cell()
         self.fit()
-        self._measure_neighbours()
+        self._measure_ahead(step)
 
-    def _measure_neighbours(self) -> None:
-        """The steps before and after this one (already computed ones: nothing is computed ahead)
-        get their colour scales measured in the background, so that n and p find them ready."""
+    def _measure_ahead(self, step) -> None:
+        """The scales of what `n`, `p`, `[` and `]` would show next, measured in the background
+        (a lazy trace's other heads are not computed for it)."""
         trace = self.trace
         ids = [s.id for s in head_steps(trace, self.head)]
-        at = ids.index(self.step_id) if self.step_id in ids else 0
-        near = [ids[i] for i in (at + 1, at - 1) if 0 <= i < len(ids)]
-        arrays = [trace.held(sid) for sid in near]
-        measure_ahead([a.T if trace.columns else a for a in arrays if a is not None],
-                      self.written_fractions(), self._tol())
+        if trace.lazy or step.id not in ids:
+            return
+        index = ids.index(step.id)
+        near = [ids[i] for i in (index + 1, index - 1) if 0 <= i < len(ids)]
+        near += [head_step_id(trace, step, h) for h in (self.head + 1,) if h < trace.heads]
+        arrays = [trace[sid] for sid in near]
+        if index + 1 < len(ids):   # the next step's sources too: `n` is the key pressed most
+            after = trace.step(ids[index + 1])
+            arrays += [p.array for p in input_panels(trace, after, *carry_cell(self.cell, after.shape, False))]
+        measure_ahead(arrays, self.written_fractions(), self._tol())
 
     def _where(self) -> tuple[str, str, str, str]:
         trace = self.trace

@@ -7,12 +7,13 @@ from textual.worker import get_current_worker
 
 import tracer
 
-from ..messages import Compiling, Failed, Loaded, OpenScenario, Rerun, SetOption
+from ..messages import Compiling, Completed, Failed, Loaded, OpenScenario, Rerun, SetOption
 from ..session import Session, carry_cell, nearest_step, one_line, run_kind
 from ..widgets.status import StatusBar
 from ..widgets.worksheet import Worksheet
 
 INLINE_CELLS = 1 << 16   # re-runs this small happen at once; larger ones in a worker
+FIRST_CELLS = 1 << 20    # re-runs this large show the head on screen first, the other heads after
 _seen: set = set()       # kinds of run done in this process; a new kind may compile kernels (seconds)
 
 
@@ -27,6 +28,7 @@ class RunMixin:
         """Runs `make()` → Session, then the trace: at once when `inline` (small, and a kind of run
         already done, so nothing compiles), else in a worker with a message on screen."""
         self._what, self._loading = what, True
+        self.workers.cancel_group(self, "rest")   # a background rest of the last run is stale now
         if inline:
             try:
                 session = make()
@@ -42,12 +44,13 @@ class RunMixin:
     def _work(self, make, fallback: bool) -> None:
         try:
             session = make()
-            trace = session.run()
             same = self.trace is not None and self.trace.scenario is session.scenario
+            first = same and session.cells() >= FIRST_CELLS and not self.trace.lazy
+            trace = session.run(lazy=True if first else None)   # first: plans only, heads on demand
             if trace.lazy and same:  # the step on view is kept: compute its head now, off the screen's thread
                 trace[nearest_step(trace, self.step_id, self._kind(), self.head)]
             _seen.add(run_kind(session))
-            message = Loaded(session, trace)
+            message = Loaded(session, trace, rest=first)
         except Exception as err:  # noqa: BLE001
             message = Failed(one_line(err), fallback)
         if not get_current_worker().is_cancelled:
@@ -55,6 +58,29 @@ class RunMixin:
 
     def on_loaded(self, message: Loaded) -> None:
         self._apply(message.session, message.trace)
+        if message.rest:
+            self.query_one(StatusBar).say("computing the other heads in the background…", "busy")
+            self._rest(message.session)
+
+    @work(thread=True, exclusive=True, group="rest")
+    def _rest(self, session: Session) -> None:
+        """The whole trace of a session shown lazily first; the step on screen measured for
+        drawing here too, so that the swap to it costs the screen nothing it can see."""
+        try:
+            trace = session.run()
+        except Exception as err:  # noqa: BLE001
+            self.post_message(Failed(one_line(err), False))
+            return
+        if trace.lazy or get_current_worker().is_cancelled:
+            return
+        self.post_message(Completed(session, trace))
+
+    def on_completed(self, message: Completed) -> None:
+        if message.session is not self.session or not (self.trace and self.trace.lazy):
+            return   # another run came since: this one is stale
+        self.trace = message.trace
+        self.query_one(StatusBar).say("")
+        self.show_step(self.step_id if self.step_id in self.trace else "x", self.cell)
 
     def on_failed(self, message: Failed) -> None:
         self._fail(message.error, message.fallback)
@@ -110,7 +136,9 @@ class RunMixin:
         except Exception as err:  # noqa: BLE001
             self.post_message(Failed(one_line(err), False))
             return
-        if not get_current_worker().is_cancelled and trace is self.trace:
+        now = self.trace   # the whole trace may have replaced a lazy one meanwhile: the key still counts
+        if not get_current_worker().is_cancelled and now is not None and (
+                trace is now or (trace.scenario is now.scenario and trace.lazy and step_id in now)):
             self.app.call_from_thread(self._fetched, step_id, cell)
 
     def _fetched(self, step_id: str, cell) -> None:

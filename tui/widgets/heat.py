@@ -3,6 +3,10 @@ and a heatmap colour scaled per matrix, diverging around 0 when the matrix has b
 from __future__ import annotations
 
 import math
+import threading
+import weakref
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from rich.color import Color
@@ -18,6 +22,7 @@ LOW = (38, 44, 58)   # the colour of "small" (near the panel background)
 HIGH = (230, 135, 20)
 NEGATIVE = (40, 110, 220)
 MASKED = Style(color="grey62", bgcolor="grey23", italic=True)
+KEPT = 48            # scales remembered (a step of every head and its sources, both presets)
 
 
 def text(value: float, fractions: bool, integral: bool, tol: float) -> str:
@@ -86,6 +91,46 @@ class Scale:
         if n not in self._styles:
             self._styles[n] = _style(n)
         return self._styles[n]
+
+
+_scales: OrderedDict = OrderedDict()   # (the memory's owner, where, how) → (weakref to the owner, Scale)
+_lock = threading.Lock()
+_ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attnsim-scale")
+
+
+def scale_for(array: np.ndarray, fractions: bool, tol: float = 1e-15) -> Scale:
+    """The Scale of `array`, measured once: a large step costs ~0.1 s to measure, and stepping
+    back, switching heads or moving the cursor shows the same arrays again and again."""
+    root = array
+    while isinstance(root.base, np.ndarray):   # a view (a transposed step, a head's weights)
+        root = root.base
+    key = (id(root), array.__array_interface__["data"][0], array.shape, array.strides, array.dtype.str,
+           fractions, tol)
+    with _lock:
+        kept = _scales.get(key)
+        if kept is not None and kept[0]() is root:
+            _scales.move_to_end(key)
+            return kept[1]
+    scale = Scale(array, fractions, tol)
+    try:
+        ref = weakref.ref(root)
+    except TypeError:   # not an ndarray of its own (cannot be remembered safely)
+        return scale
+    with _lock:
+        _scales[key] = (ref, scale)
+        while len(_scales) > KEPT:
+            _scales.popitem(last=False)
+    return scale
+
+
+def measure_ahead(arrays, fractions: bool, tol: float = 1e-15) -> None:
+    """Measures the scales of arrays the next keys will likely show (the neighbouring steps, the
+    other heads), off the screen's thread; what is not done by then is measured when shown."""
+    def run():
+        for array in arrays:
+            if array.size > EXACT:   # small ones cost nothing to measure when shown
+                scale_for(array, fractions, tol)
+    _ahead.submit(run)
 
 
 def _mostly_fractions(sample: np.ndarray, tol: float) -> bool:

@@ -14,8 +14,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from .fit import clip
-from .heat import Scale
-from .scales import scale_of
+from .heat import Scale, scale_for
 
 LABEL = Style(color="grey70", bold=True)
 LABEL_AT = Style(color="black", bgcolor="grey85", bold=True)
@@ -77,10 +76,11 @@ class MatrixView(ScrollView):
         self.fractions = fractions  # as asked: a change (the f key) redraws even the same array
         self.hidden, self.hide_text = hidden, hide_text
         self.row_labels, self.col_labels = row_labels, col_labels
-        self.scale = scale_of(self.array, fractions, tol)   # measured once per matrix
+        self.scale = scale_for(self.array, fractions, tol)
         self._label_w = min(MAX_LABEL, max((len(s) for s in row_labels), default=1)) + 1
         self._cell_w = max(self.scale.width, min(MAX_LABEL - 2, max((len(s) for s in col_labels), default=1))) + 1
         rows, cols = self.array.shape
+        before = (self.virtual_size, self._title_w)
         self.virtual_size = Size(self._label_w + cols * self.cell_width, rows + 1)
         self.full_title = title
         self._clip_title()
@@ -89,7 +89,8 @@ class MatrixView(ScrollView):
         if cursor is not None:
             self.cursor = cursor
         self.set_lit(lit)
-        self.refresh(layout=True)
+        # the screen is laid out again only when this panel's size changed (a re-layout redraws all)
+        self.refresh(layout=before != (self.virtual_size, self._title_w))
         self.call_after_refresh(self._mark_more)
         self.call_after_refresh(self.reveal, *(self.cursor if self.has_cursor else self._first_lit()))
 
