@@ -99,12 +99,13 @@ def table_writer(array, fractions: bool = True, tol: float = 1e-15, digits: int 
     and a rounded 1.9999997 would read `2` and `2.000`, both read `2.000`."""
     array = np.asarray(array)
     short = set()                                    # printed numbers some cell prints short: 2, 0.5
-    keyed = list(map(_keyed, _chunks(array)))       # each value and its printed number, worked out once
-    for a, key in keyed:
+    for a, key in map(_keyed, _chunks(array)):     # chunk by chunk: a table is never held twice
         short.update(key[np.isclose(a, key, rtol=1e-12, atol=0)].tolist())
     short = np.array(sorted(short))
-    near = np.unique(np.concatenate([np.unique(a[np.isin(key, short)]) for a, key in keyed] or [[]])
-                     if len(short) else [])
+    near = np.empty(0)                               # none prints short: nothing to align (a second pass spared)
+    if len(short):
+        near = np.unique(np.concatenate([np.unique(a[np.isin(key, short)])
+                                         for a, key in map(_keyed, _chunks(array))] or [[]]))
     groups: dict[float, set] = {}
     for k, v in zip(_rounded(near, digits).tolist(), near.tolist()):
         groups.setdefault(k, set()).add(v)
