@@ -2,6 +2,7 @@
 that opens the page gets its own `attnsim tui` process, run by this very Python."""
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import secrets
 import shlex
@@ -101,11 +102,25 @@ def serve(scenario: str, host: str = "127.0.0.1", port: int = 8000, arithmetic: 
             quiet_logging()
 
         async def on_startup(self, app) -> None:
-            print(f"attnsim: serving {scenario} at {url}/?token={token}  (open it in a web browser; Ctrl+C stops)",
-                  flush=True)
-            if not is_loopback(host):
-                print(f"attnsim: warning: listening on {host}: anyone who can reach port {port} there and has "
-                      "this address can run the app as this user (open files, write exports)", flush=True)
+            # aiohttp starts listening only after its start-up hooks: the address is printed once a
+            # connection is taken, so that whoever reads it (a person, a script) can open it at once
+            app["announce"] = asyncio.create_task(announce())
+
+    async def announce() -> None:
+        probe = "127.0.0.1" if host in WILDCARDS else host.strip("[]")
+        for _ in range(1000):
+            try:
+                _, writer = await asyncio.open_connection(probe, port)
+            except OSError:
+                await asyncio.sleep(0.01)
+                continue
+            writer.close()
+            break
+        print(f"attnsim: serving {scenario} at {url}/?token={token}  (open it in a web browser; Ctrl+C stops)",
+              flush=True)
+        if not is_loopback(host):
+            print(f"attnsim: warning: listening on {host}: anyone who can reach port {port} there and has "
+                  "this address can run the app as this user (open files, write exports)", flush=True)
 
     QuietServer(command(scenario, arithmetic, sets), host=host, port=port, token=token,
                 title=f"attnsim {scenario}", public_url=url).serve()

@@ -28,12 +28,10 @@ async def settle(pilot, timeout: float = 180.0) -> None:
     def settled() -> bool:
         return not app.workers._workers and getattr(app.screen, "trace", True) is not None
 
-    await pilot.pause()
-    if settled():   # nothing was running: the idle app has shown what it will show
-        return
     for _ in range(int(timeout / 0.02)):
-        await app.workers.wait_for_complete()
         await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()   # what the workers posted, and what waits for the refresh (call_after_refresh)
         if settled():
             return
         await asyncio.sleep(0.02)
