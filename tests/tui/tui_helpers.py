@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import subprocess
 import sys
 import time
@@ -88,24 +89,26 @@ v = [[1]]
 """
 
 
-def tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, timeout=30).stdout
+def tmux(server: str, *args: str) -> str:
+    """A tmux command on a server of the test's own: tests running side by side (pytest-xdist)
+    never share one, so one ending its last session cannot stop another's as it starts."""
+    return subprocess.run(["tmux", "-L", server, *args], capture_output=True, text=True, timeout=30).stdout
 
 
 class Terminal:
     """A tmux session running attnsim, as a person at a real terminal would."""
 
-    def __init__(self, session: str):
-        self.session = session
+    def __init__(self, server: str):
+        self.server = server
 
     def send(self, *keys: str) -> None:
-        tmux("send-keys", "-t", self.session, *keys)
+        tmux(self.server, "send-keys", "-t", "attnsim", *keys)
 
     def wait_for(self, text: str, timeout: float = 120) -> str:
         """The screen (its words, one space apart) once it shows `text`."""
         end, screen = time.time() + timeout, ""
         while time.time() < end:
-            screen = " ".join(tmux("capture-pane", "-p", "-t", self.session).split())
+            screen = " ".join(tmux(self.server, "capture-pane", "-p", "-t", "attnsim").split())
             if text in screen:
                 return screen
             time.sleep(0.3)
@@ -114,12 +117,13 @@ class Terminal:
 
 @contextmanager
 def terminal(name: str, *argv: str, size=(120, 36)):
-    """`attnsim ARGV` from this checkout in a tmux session of `size`, killed at the end."""
+    """`attnsim ARGV` from this checkout in a tmux session of `size`, on a tmux server of its own,
+    killed at the end."""
     root = Path(__file__).resolve().parents[2]
-    session = f"attnsim-{name}-{time.monotonic_ns()}"
+    server = f"attnsim-{name}-{os.getpid()}-{time.monotonic_ns()}"
     command = " ".join([f"env PYTHONPATH={root}", sys.executable, "-m", "tui", *argv])
-    tmux("new-session", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]), command)
+    tmux(server, "new-session", "-d", "-s", "attnsim", "-x", str(size[0]), "-y", str(size[1]), command)
     try:
-        yield Terminal(session)
+        yield Terminal(server)
     finally:
-        tmux("kill-session", "-t", session)
+        tmux(server, "kill-server")
