@@ -12,13 +12,14 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+from .measure import fresh_probe
 
 TOKENS = 128
 LAYER = 1
@@ -172,10 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (folder / "complete").is_file():
         print(f"bench.gpt_oss: writing a gpt-oss-20b-shape checkpoint to {folder} …", file=sys.stderr, flush=True)
         write_checkpoint(folder)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    done = subprocess.run([sys.executable, "-m", "bench.gpt_oss", "--probe", str(folder)], capture_output=True,
-                          text=True, cwd=root, check=True)
-    got = json.loads(done.stdout.strip().splitlines()[-1])
+    got = fresh_probe("bench.gpt_oss", str(folder))
     read = bytes_read()
     print(f"gpt-oss-20b shapes, layer {LAYER}, {TOKENS} tokens: {got['seconds']:.1f} s, peak {got['peak'] / 2**30:.2f} GiB; "
           f"tensors attnsim reads {read / 2**30:.2f} GiB; peak ÷ read {got['peak'] / read:.2f} (goal ≤ 1.5); "

@@ -13,11 +13,12 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+
+from .measure import fresh_probe, probed
 
 TOKENS = 256
 TEXT = " ".join(f"w{i % 50}" for i in range(TOKENS))   # one word-level token per word
@@ -113,33 +114,13 @@ def _transformers(folder: str, layer: int):
 
 def probe(contender: str, folder: str, layer: int) -> None:
     """One run in this (fresh) process: prints its seconds and peak bytes."""
-    import time
-
-    from .measure import _status
-    if contender == "attnsim":
-        from .__main__ import _warm
-        _warm("float64")                      # kernels loaded (or compiled once) before timing
-        import tracer.models.layer  # noqa: F401
-        call = _attnsim
-    else:
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-        call = _transformers
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")                          # the kernel's high-water mark, from here on
-    base = _status("VmRSS")
-    start = time.perf_counter()
-    got = call(folder, layer)
-    seconds = time.perf_counter() - start
+    got, seconds, peak = probed(contender, _attnsim, _transformers, folder, layer)
     dtype = got[1] if contender == "transformers" else "float64"
-    print(json.dumps({"seconds": seconds, "peak": _status("VmHWM") - base, "dtype": dtype}))
+    print(json.dumps({"seconds": seconds, "peak": peak, "dtype": dtype}))
 
 
 def _run(contender: str, folder: Path, layer: int) -> dict:
-    cmd = [sys.executable, "-m", "bench.llama", "--probe", contender, str(folder), str(layer)]
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=root, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return fresh_probe("bench.llama", contender, str(folder), str(layer))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -79,3 +79,31 @@ def probe_memory(case: str, dtype: str, contender: str, timeout: float = 3600) -
         return json.loads(done.stdout.strip().splitlines()[-1])["peak"]
     except (subprocess.SubprocessError, ValueError, IndexError, KeyError):
         return None
+
+
+def fresh_probe(module: str, *args: str) -> dict:
+    """`python -m MODULE --probe ARGS` in a fresh process from the checkout; its last line (JSON)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-m", module, "--probe", *args], capture_output=True, text=True,
+                          cwd=root, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def probed(contender: str, attnsim, transformers_call, *args):
+    """One contender's call in this fresh process, after its imports (and, for attnsim, its kernels):
+    (what it returned, seconds, bytes the resident set grew at its highest)."""
+    if contender == "attnsim":
+        from .__main__ import _warm
+        _warm("float64")                      # kernels loaded (or compiled once) before timing
+        import tracer.models.layer  # noqa: F401
+        call = attnsim
+    else:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+        call = transformers_call
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")                          # the kernel's high-water mark, from here on
+    base = _status("VmRSS")
+    start = time.perf_counter()
+    got = call(*args)
+    return got, time.perf_counter() - start, _status("VmHWM") - base

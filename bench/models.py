@@ -11,9 +11,10 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
+
+from .measure import fresh_probe, probed
 
 LAYER, TOKENS = 5, 64
 TEXT = " ".join(f"w{i % 50}" for i in range(TOKENS))   # one word-level token per word
@@ -72,32 +73,12 @@ def _transformers(folder: str):
 
 def probe(contender: str, folder: str) -> None:
     """One run in this (fresh) process: prints its seconds and peak bytes."""
-    import time
-
-    from .measure import _status
-    if contender == "attnsim":
-        from .__main__ import _warm
-        _warm("float64")                      # kernels loaded (or compiled once) before timing
-        import tracer.models.layer  # noqa: F401
-        call = _attnsim
-    else:
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-        call = _transformers
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")                          # the kernel's high-water mark, from here on
-    base = _status("VmRSS")
-    start = time.perf_counter()
-    call(folder)
-    seconds = time.perf_counter() - start
-    print(json.dumps({"seconds": seconds, "peak": _status("VmHWM") - base}))
+    _, seconds, peak = probed(contender, _attnsim, _transformers, folder)
+    print(json.dumps({"seconds": seconds, "peak": peak}))
 
 
 def _run(contender: str, folder: str) -> dict:
-    cmd = [sys.executable, "-m", "bench.models", "--probe", contender, folder]
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=root, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return fresh_probe("bench.models", contender, folder)
 
 
 def main(argv: list[str] | None = None) -> int:
