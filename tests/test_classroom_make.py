@@ -120,7 +120,9 @@ def test_an_empty_folder_takes_a_class_and_a_class_from_a_file_keeps_its_fields(
     doc = tomllib.loads((tmp_path / "c" / "s02.toml").read_text())
     assert (doc["name"], doc["mask"], doc["tokens"], doc["arithmetic"]) == ("mine-s02", "causal", ["the", "cat", "sat"],
                                                                             "by-hand")
-    assert len(doc["weights"]["q"]) == 2 and doc["x"] != [[1, 0], [0, 1], [1, 1]]
+    original = tomllib.loads(SMALL)   # a student may keep one matrix of it, never all the inputs
+    assert len(doc["weights"]["q"]) == 2
+    assert (doc["x"], doc["weights"]) != (original["x"], original["weights"])
 
 
 def test_a_failure_half_way_leaves_no_half_class_and_the_old_one_whole(tmp_path, capsys, monkeypatch):
