@@ -187,10 +187,47 @@ def _refused(capsys, argv, *words):
         assert word in err[0], (word, err[0])
 
 
-def test_tracing_a_latent_layer_is_refused_in_one_line(built, capsys):
+def _traced(folder, layer: int, preset: str = "exact"):
+    import tracer
+    from tracer.models.layer import traced_layer
+    cfg = read_config(folder)
+    arrays = traced_layer(Tensors(folder), cfg, IDS, [f"t{i}" for i in range(len(IDS))], layer, "tiny", "a test")
+    return tracer.run(tracer.from_arrays(**arrays), preset), cfg
+
+
+def test_traced_latent_layer_against_transformers(built):
+    """Every layer traced step by step: each head's weights and the attention's output against
+    transformers' eager forward; the latent, the rotary key and each head's parts against the
+    block's own NumPy (itself checked above); the absorbed scores equal to the rebuilt ones."""
+    folder, out, caught = built
+    for layer in range(read_config(folder).layers):
+        trace, cfg = _traced(folder, layer)
+        x = _stream(Tensors(folder), cfg, IDS, layer)
+        w = deepseek.read_attention(Tensors(folder), cfg, layer)
+        parts = deepseek.latent_parts(norm(x, w["norm_in"]), w, cfg, layer)
+        want = out.attentions[layer][0].numpy()
+        for h in range(cfg.heads):
+            _close(trace[f"h{h}.weights"], want[h], f"layer {layer} head {h}'s weights")
+            for kind in ("q_nope", "q_pe", "k_nope", "v"):
+                _close(trace[f"h{h}.{kind}"], parts[kind][h], f"layer {layer} h{h}.{kind}")
+            np.testing.assert_allclose(trace[f"h{h}.absorbed"], trace[f"h{h}.scores"], rtol=1e-9, atol=1e-9)
+        for kind in ("c_kv", "k_pe") + (("c_q",) if "c_q" in parts else ()):
+            _close(trace[kind], parts[kind], f"layer {layer} {kind}")
+        _close(trace["out"], caught[layer][0].numpy(), f"layer {layer}'s attention output")
+        _close(trace["residual"], x + caught[layer][0].numpy(), f"layer {layer}'s residual")
+
+
+def test_a_latent_layer_through_the_cli(built, capsys):
+    """`attnsim show --model` on a DeepSeek layer: the latent's steps, the cache said in numbers."""
+    from tui.cli import main
     folder, _, _ = built
-    _refused(capsys, ["show", "--model", str(folder), "--text", tc.TEXT, "--layer", "2"], "model_type",
-             "multi-head latent attention", "not supported yet")
+    capsys.readouterr()
+    assert main(["show", "--model", str(folder), "--text", tc.TEXT, "--layer", "2", "--explain", "c_kv", "1", "0"]) == 0
+    text = capsys.readouterr().out
+    m = read_config(folder).mla
+    heads, d_v = read_config(folder).heads, m["v"]
+    assert f"{m['kv_rank']} + {m['rope']} = {m['kv_rank'] + m['rope']} numbers" in text
+    assert f"multi-head attention with {heads} heads of {d_v} would add 2·{heads}·{d_v} = {2 * heads * d_v}" in text
 
 
 @pytest.mark.parametrize("key", ["kv_lora_rank", "n_routed_experts"])

@@ -149,7 +149,7 @@ def _file_arrays(data: dict) -> dict:
 
 V2_BUILTINS = ("biases", "keys_as_values", "gqa", "mqa", "rope", "cross_attention", "sliding_window")
 MECHANISM_BUILTINS = ("qk_norm", "softcap", "alibi", "streaming", "rope_scaling", "rope_scaling_plain",
-                      "rope_scaling_linear", "rope_scaling_yarn", "sinks")   # sinks: test_moe_sinks
+                      "rope_scaling_linear", "rope_scaling_yarn", "sinks", "mla")   # sinks: test_moe_sinks; mla: test_mla
 
 
 @pytest.mark.parametrize("name", tracer.builtin_names())

@@ -27,8 +27,8 @@ def engine_for(scenario, engine: str = "auto") -> str:
     the plain layer). The fused n × n blocks need as many keys as queries: cross-attention with
     another length runs stage by stage."""
     if scenario.m != scenario.n or scenario.softcap is not None or scenario.alibi is not None \
-            or scenario.sinks is not None:
-        return "stages"   # (the fused kernels neither cap nor bias the scores, nor have sinks)
+            or scenario.sinks is not None or scenario.mla is not None:
+        return "stages"   # (the fused kernels neither cap nor bias the scores, nor have sinks or latents)
     if engine in ("stages", "fused"):
         return engine
     cells = scenario.heads * scenario.n ** 2
@@ -123,7 +123,7 @@ def inputs(run) -> dict:
     rotary frequencies."""
     sc, dt, got = run.scenario, run.dtype, {}
     if sc.rope is not None:
-        d = rope.rotary_dims(sc.rope, sc.d_k)
+        d = 2 * sc.dims().pairs
         got["freqs"] = np.ascontiguousarray(rope.frequencies(sc.rope, d)[:, None], dtype=dt)
     if sc.context is not None:
         got["context"] = np.ascontiguousarray(sc.context, dtype=dt)
@@ -134,6 +134,10 @@ def inputs(run) -> dict:
             y = K.rms_norm(run.x, gain, spec["eps"]) if spec["kind"] == "rms" else \
                 K.add_row(K.layer_norm(run.x, spec["eps"]) * gain, bias)
             got["norm_in"] = K.add_row(y, bias) if spec["kind"] == "rms" and spec["bias"].any() else y
+    if sc.mla is not None:
+        from . import mla
+        with np.errstate(all="ignore"):
+            got.update(mla.inputs(run, stages(run), got))
     return got
 
 
@@ -177,6 +181,8 @@ def _stage_head(run, h: int, K) -> tuple[dict, bool]:
     if sc.w_v_down is None and textbook(sc) and not run.arithmetic.online:   # one call for the whole head
         *arrays, finite = K.textbook_head(run.x, *head_weights(sc, h, dt), allowed, _rule(run))
         return {ids[kind]: arr for kind, arr in zip(("q", "k", "v", *_ATTEND), arrays) if kind in ids}, finite
+    if sc.mla is not None:   # latent attention: its own projections, then the same attend
+        return _latent_head(run, h, K, ids)
     kv = key_values(run, h, K)
     got = {"q": project_one(K, run.held(run.step(ids["q"]).inputs[0]), sc.w_q[h], None if sc.b_q is None else sc.b_q[h], dt)}
     if sc.q_norm is not None:
@@ -197,6 +203,19 @@ def _stage_head(run, h: int, K) -> tuple[dict, bool]:
         finite = finite and bool(np.isfinite(got["sums"]).all() and np.isfinite(got["z"]).all())
     out.update({ids[kind]: arr for kind, arr in got.items() if kind in ids})
     return out, finite
+
+
+def _latent_head(run, h: int, K, ids: dict) -> tuple[dict, bool]:
+    from . import mla
+    got, q, k = mla.stage_head(run, h, K)
+    *arrays, finite = K.attend(q, k, got["v"], _ONE if run.allowed is None else run.allowed, _rule(run, h))
+    got.update(zip(_ATTEND, arrays))
+    got.update(mla.absorbed(run, h, got))
+    if run.scenario.sinks is not None:
+        from .sinks import with_sink
+        got.update(with_sink(got["masked"], got["v"], float(run.scenario.sinks[h]), run.arithmetic))
+        finite = finite and bool(np.isfinite(got["sums"]).all() and np.isfinite(got["z"]).all())
+    return {ids[kind]: arr for kind, arr in got.items() if kind in ids}, finite
 
 
 def tail(run, zs: list[np.ndarray]) -> dict:

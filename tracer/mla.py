@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .layer import rotate_one
+
 
 def cache_per_token(heads: int, head_dim: int, groups: int, kv_rank: int, rope_dims: int) -> dict[str, int]:
     """Elements one token adds to one layer's cache: MHA keeps every head's key and value
@@ -24,3 +26,63 @@ def absorbed_scores(q_nope: np.ndarray, w_uk: np.ndarray, c_kv: np.ndarray) -> n
 def rebuilt_scores(q_nope: np.ndarray, w_uk: np.ndarray, c_kv: np.ndarray) -> np.ndarray:
     """The same scores the textbook way: rebuild each key k_nope = c_kv·W_UK, then q_nope·k_nopeᵀ."""
     return q_nope @ (c_kv @ w_uk).T
+
+
+def cache_sizes(scenario) -> dict[str, int]:
+    """cache_per_token() for a scenario with [mla]: its heads, the values' width as d_h, and for
+    grouped-query attention the 8 key/value heads of Llama-3-style models (half the heads, at
+    least one, when there are 8 heads or fewer)."""
+    m, heads = scenario.mla, scenario.heads
+    return cache_per_token(heads, scenario.d_v, gqa_groups(heads), m["rank"], m["rope"])
+
+
+def gqa_groups(heads: int) -> int:
+    return 8 if heads > 8 else max(1, heads // 2)
+
+
+def inputs(run, K, got: dict) -> dict:
+    """What every head shares, computed once: the compressed queries c_q (when the scenario has
+    them), the latent c_kv and the rotary key k_pe (the two a decoder caches)."""
+    sc, dt, m = run.scenario, run.dtype, run.scenario.mla
+    src = got.get("norm_in", run.x)
+    out = {}
+    if m["w_dq"] is not None:
+        out["c_q"] = _normed(K, K.project(src, _c(m["w_dq"], dt)), m["q_norm"], m["eps"], dt)
+    out["c_kv"] = _normed(K, K.project(src, _c(m["w_dkv"], dt)), m["kv_norm"], m["eps"], dt)
+    out["k_pe"] = rotate_one(K, run, K.project(src, _c(m["w_kr"], dt)))
+    return out
+
+
+def stage_head(run, h: int, K) -> dict:
+    """Head h's own steps before its scores, by kind: q_nope, q_pe (rotated), k_nope and v rebuilt
+    from the latent; then the query and the key the scores are the dot product of, side by side
+    ([q_nope | q_pe] and [k_nope | k_pe]: q_nope·k_nopeᵀ + q_pe·k_peᵀ in one product)."""
+    sc, dt, nope = run.scenario, run.dtype, run.scenario.mla["nope"]
+    c_kv, k_pe = run.held("c_kv"), run.held("k_pe")
+    src = run.held("c_q") if sc.mla["w_dq"] is not None else run.held("norm_in") if sc.norm_in is not None else run.x
+    w = sc.w_q[h]
+    got = {"q_nope": K.project(src, _c(w[:, :nope], dt)), "q_pe": rotate_one(K, run, K.project(src, _c(w[:, nope:], dt))),
+           "k_nope": K.project(c_kv, _c(sc.w_k[h], dt)), "v": K.project(c_kv, _c(sc.w_v[h], dt))}
+    q = np.ascontiguousarray(np.concatenate([got["q_nope"], got["q_pe"]], axis=1))
+    k = np.ascontiguousarray(np.concatenate([got["k_nope"], k_pe], axis=1))
+    return got, q, k
+
+
+def absorbed(run, h: int, got: dict) -> dict:
+    """The absorbed form of head h's scores, computed as a decoder would: q_latent = q_nope·W_UKᵀ
+    (the query moved into the latent's space), then q_latent·c_kvᵀ + q_pe·k_peᵀ from the cache."""
+    sc, dt = run.scenario, run.dtype
+    q_latent = (got["q_nope"].astype(np.float64) @ sc.w_k[h].T).astype(dt)
+    scores = q_latent.astype(np.float64) @ run.held("c_kv").T.astype(np.float64) + \
+        got["q_pe"].astype(np.float64) @ run.held("k_pe").T.astype(np.float64)
+    return {"q_latent": q_latent, "absorbed": scores.astype(dt)}
+
+
+def _c(a: np.ndarray, dt) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=dt)
+
+
+def _normed(K, a: np.ndarray, gain, eps: float, dt) -> np.ndarray:
+    """An RMS norm of each row with its gain, or the rows as they are when there is no norm."""
+    return a if gain is None else K.rms_norm(a, _c(gain[None, :], dt), eps)
+

@@ -312,8 +312,10 @@ def _decodable(mask, arithmetic: Arithmetic) -> None:
 
 def _standard_only(scenario: Scenario, arithmetic: Arithmetic) -> None:
     """Soft-capping and ALiBi change each score on its own: the online blocks do not (yet) do it."""
-    if arithmetic.online and (scenario.softcap is not None or scenario.alibi is not None or scenario.sinks is not None):
-        what = "softcap" if scenario.softcap is not None else "alibi" if scenario.alibi is not None else "weights.sinks"
+    if arithmetic.online and (scenario.softcap is not None or scenario.alibi is not None or scenario.sinks is not None
+                              or scenario.mla is not None):
+        what = "softcap" if scenario.softcap is not None else "alibi" if scenario.alibi is not None else \
+            "weights.sinks" if scenario.sinks is not None else "[mla]"
         raise ScenarioError("algorithm", f"expected standard with {what} (the online algorithm's blocks are not "
                             "capped, biased or given a sink here; the standard one shows each step)")
 

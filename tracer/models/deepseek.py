@@ -167,3 +167,33 @@ def run_block(x: np.ndarray, tensors: Tensors, cfg: Config, i: int) -> np.ndarra
     if i < cfg.experts["dense"]:
         return x + _gated(h, _mlp(tensors, cfg, p + "mlp."), cfg)
     return x + _moe(h, tensors, cfg, p + "mlp.")
+
+
+def layer_arrays(tensors: Tensors, cfg: Config, layer: int) -> dict:
+    """The traced layer's latent attention as `from_arrays` keywords (rows orientation): the norm
+    before it, [mla]'s matrices split per head, W_O, the rotary spec and DeepSeek's scale."""
+    w, m, heads = read_attention(tensors, cfg, layer), cfg.mla, cfg.heads
+    biased = next((key for key in ("b_kv_a", "bq", "b_q_a") if w.get(key) is not None), None)
+    if biased is not None:
+        raise ScenarioError("attention_bias", "expected false for a traced latent attention layer (its "
+                            "projections' biases are not steps here), got true", str(tensors.folder))
+
+    def per_head(a: np.ndarray, parts: tuple[int, ...]) -> list[list[np.ndarray]]:
+        """in × (heads·Σparts) → for each head, its parts side by side split apart."""
+        a = a.reshape(a.shape[0], heads, sum(parts))
+        cuts = np.cumsum(parts)[:-1]
+        return [[np.ascontiguousarray(p) for p in np.split(a[:, h], cuts, axis=1)] for h in range(heads)]
+
+    q = per_head(w["q"] if m["q_rank"] is None else w["q_b"], (m["nope"], m["rope"]))
+    up = per_head(w["kv_b"], (m["nope"], m["v"]))
+    mla = dict(down=w["kv_a"][:, : m["kv_rank"]], rope_k=w["kv_a"][:, m["kv_rank"]:], kv_norm=w["kv_norm"]["gain"],
+               up_k=[u[0] for u in up], up_v=[u[1] for u in up], q=[p[0] for p in q], rope_q=[p[1] for p in q],
+               norm_eps=cfg.eps)
+    if m["q_rank"] is not None:
+        mla.update(q_down=w["q_a"], q_norm=w["q_norm"]["gain"])
+    spec = dict(cfg.kinds[layer].rope, style=m["style"])
+    out = dict(mla=mla, o=w["o"], bo=w.get("bo"), norm_in=w["norm_in"], residual=dict(norm="none"), layout="rows",
+               rope=spec, mask="causal")
+    if m.get("mscale", 1.0) != 1.0:   # yarn's mscale² multiplies the scores: the divisor shrinks by it
+        out["defaults"] = {"scale": math.sqrt(m["nope"] + m["rope"]) / m["mscale"]}
+    return {key: value for key, value in out.items() if value is not None}

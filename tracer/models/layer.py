@@ -49,20 +49,17 @@ def traced_layer(tensors, cfg: Config, ids: list[int], pieces: list[str], layer:
     `Tensors`, or a model's state dict in memory): every tensor checked, then the stream entering
     the layer computed and the layer's weights read. `what` says where it came from."""
     (deepseek.check_all if cfg.family.latent else check_all)(tensors, cfg, layer)
-    if cfg.family.latent:   # the latent attention's steps are not built yet: say so before any arithmetic
-        where = tensors.folder / "config.json" if isinstance(tensors.folder, Path) else tensors.folder
-        raise ScenarioError("model_type", f"{cfg.model_type!r}: tracing a multi-head latent attention layer is not "
-                            "supported yet; expected a family of standard attention", str(where))
     x = _stream(tensors, cfg, ids, layer)
-    blk = block(tensors, cfg, layer, mlp=False)
+    arrays = deepseek.layer_arrays(tensors, cfg, layer) if cfg.family.latent else \
+        mechanisms(block(tensors, cfg, layer, mlp=False), cfg, layer)
     grouped = f", {cfg.groups} key/value groups" if cfg.groups < cfg.heads else ""
     shape = cfg.kinds[layer].label(cfg.family.position)
-    arrays = mechanisms(blk, cfg, layer)
+    heads = f"{cfg.heads} heads of {cfg.head_dim}{grouped}" if not cfg.family.latent else \
+        f"{cfg.heads} heads, latent attention (rank {cfg.mla['kv_rank']}, rotary {cfg.mla['rope']})"
     return dict(
         x=x, tokens=pieces, **arrays,
         name=f"{label}_layer{layer}",
-        title=f"{label}, layer {layer}{f' ({shape})' if shape else ''}: {len(ids)} tokens, d_model {cfg.d_model}, {cfg.heads} heads "
-              f"of {cfg.head_dim}{grouped}",
+        title=f"{label}, layer {layer}{f' ({shape})' if shape else ''}: {len(ids)} tokens, d_model {cfg.d_model}, {heads}",
         description=f"Layer {layer} of {cfg.layers} of {what}. x is the residual stream entering the layer, "
                     f"computed by running the earlier blocks{_features(arrays, shape)}")
 
@@ -72,6 +69,14 @@ def _features(arrays: dict, shape: str) -> str:
     said = [f"; this layer is {shape}"] if shape else [""]
     if arrays.get("norm_in") is not None:
         said.append("norm_in is its own pre-attention norm")
+    if "mla" in arrays:
+        from ..mla import cache_per_token
+        m, heads = arrays["mla"], len(arrays["mla"]["up_v"])
+        rank, rope, d_v = m["down"].shape[1], m["rope_k"].shape[1], m["up_v"][0].shape[1]
+        sizes = cache_per_token(heads, d_v, 1, rank, rope)
+        said.append(f"its attention is latent: c_kv ({rank} numbers a token) and k_pe ({rope}) are all its KV cache "
+                    f"keeps, {sizes['MLA']} numbers a token where multi-head attention's keys and values would be "
+                    f"{sizes['MHA']}; each head's absorbed step reads its scores straight from them")
     if "q_norm" in arrays:
         said.append("q_norm and k_norm RMS-normalise " + ("each head's q and k" if arrays["qk_norm_scope"] == "head"
                                                           else "q and k over all heads together"))

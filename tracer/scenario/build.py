@@ -13,7 +13,7 @@ import numpy as np
 from ..checks import Shapes, choice, kind, labels, matrix, per_head, text, unknown
 from ..errors import ScenarioError, as_text, one_line
 from . import generated as rnd
-from . import mechanisms, parts, rotary
+from . import latent, mechanisms, parts, rotary
 from .arrays import with_arrays
 from .core import Scenario
 from .files import read_toml, resolve_path
@@ -21,7 +21,7 @@ from ..masks import read_mask
 
 TOP_KEYS = ("name", "title", "description", "layout", "tokens", "arithmetic", "mask", "x",
             "weights", "residual", "random", "defaults", "features", "rope", "context", "context_tokens",
-            "norm_in", "model", "decode", "value_features", "softcap", "alibi", "out_norm")
+            "norm_in", "model", "decode", "value_features", "softcap", "alibi", "out_norm", "mla")
 WEIGHT_KEYS = ("q", "k", "v", "v_down", "v_up", "o", "bq", "bk", "bv", "bo", "q_norm", "k_norm", "norm_eps", "norm_scope", "sinks")
 
 
@@ -88,7 +88,12 @@ def build(data: dict, default_name: str = "scenario", source: str | None = None)
     shapes.check("x", x.shape, ("token", "d_model"))
     x = x if layout == "rows" else x.T
     context, context_tokens = parts.context(data, layout, shapes)
-    w = _weights(data.get("weights"), shapes, layout, context is not None)
+    if "mla" in data:   # multi-head latent attention: the heads' matrices come from [mla]
+        w = latent.weights(data["mla"], data.get("weights"), shapes, layout)
+        data = {**data, "weights": data.get("weights") or {}}
+    else:
+        w = _weights(data.get("weights"), shapes, layout, context is not None)
+    rotated = w["mla"]["rope"] if "mla" in w else w["w_q"].shape[2]   # the features a head turns
     n = x.shape[0]
     name = text(data, "name") if "name" in data else _file_name(default_name)
     if not name.strip(" .") or any(c in name for c in "/\\"):
@@ -102,11 +107,12 @@ def build(data: dict, default_name: str = "scenario", source: str | None = None)
         title=text(data, "title", ""), description=text(data, "description", "", single_line=False),
         preset=preset, defaults=defaults, residual=parts.residual(data.get("residual")),
         source=source, random=data.get("random"), context=context, context_tokens=context_tokens,
-        rope=rotary.rope(data.get("rope"), w["w_q"].shape[2], n, context is not None), norm_in=parts.norm_in(data.get("norm_in"), x.shape[1]),
+        rope=rotary.rope(data.get("rope", {} if "mla" in w else None), rotated, n, context is not None), norm_in=parts.norm_in(data.get("norm_in"), x.shape[1]),
         features=labels(data["features"], x.shape[1], "features") if "features" in data else None,
         decode=parts.decode(data.get("decode"), n, mask, context is not None), files=tuple(files), **w)
     if "value_features" in data:   # named once d_v is known: what each column of v and z holds
         scenario.value_features = labels(data["value_features"], scenario.d_v, "value_features")
+    latent.refuse_beside(scenario, data)
     _mechanisms(scenario, data)
     if scenario.residual is not None and scenario.d_out != scenario.d_model:
         what = "weights.o's d_out" if scenario.w_o is not None else "heads·d_v"
@@ -217,18 +223,20 @@ def _biases(weights, heads: int, groups: int, w: dict, v_is_k: bool) -> dict:
     return out
 
 
-def from_arrays(x, q, k, v=None, o=None, *, layout: str = "rows", mask=None, tokens=None,
+def from_arrays(x, q=None, k=None, v=None, o=None, *, layout: str = "rows", mask=None, tokens=None,
                 name: str = "mine", title: str = "", description: str = "", v_down=None, v_up=None,
                 residual: dict | None = None, arithmetic: str = "exact", bq=None, bk=None, bv=None, bo=None,
                 rope: dict | None = None, context=None, context_tokens=None, norm_in: dict | None = None,
                 features=None, decode: int | None = None, value_features=None, q_norm=None, k_norm=None,
                 qk_norm_eps: float | None = None, qk_norm_scope: str | None = None, softcap: float | None = None,
-                alibi=None, out_norm: dict | None = None, defaults: dict | None = None, sinks=None) -> Scenario:
+                alibi=None, out_norm: dict | None = None, defaults: dict | None = None, sinks=None,
+                mla: dict | None = None) -> Scenario:
     """A scenario from your own matrices (e.g. weights taken from a real model): the same
     layouts, shapes and checks as a scenario file; q may be one matrix or one per head, k and v one
     per head or one per group (grouped-query), v = "k" reuses the keys; biases and QK-norm's gains
     are vectors (one, or one per head); alibi is True or the slopes; sinks one logit per head;
-    defaults are arithmetic keys."""
+    defaults are arithmetic keys; mla: [mla]'s keys (then q, k and v are None: the heads' matrices
+    are mla's)."""
     data = {"name": name, "title": title, "description": description, "layout": layout, "x": x,
             "arithmetic": arithmetic,
             "weights": {key: val for key, val in dict(q=q, k=k, v=v, o=o, v_down=v_down, v_up=v_up,
@@ -238,6 +246,6 @@ def from_arrays(x, q, k, v=None, o=None, *, layout: str = "rows", mask=None, tok
     optional = dict(tokens=tokens, residual=residual, rope=rope, context=context, context_tokens=context_tokens,
                     norm_in=norm_in, features=features, decode=None if decode is None else {"prompt": decode},
                     mask=mask, value_features=value_features, softcap=softcap, alibi=alibi, out_norm=out_norm,
-                    defaults=defaults)
+                    defaults=defaults, mla=mla)
     data.update({key: val for key, val in optional.items() if val is not None})
     return build(data, default_name=name if isinstance(name, str) else "mine")

@@ -61,6 +61,9 @@ class Scenario:
     sinks: np.ndarray | None = None       # one sink logit per head: it joins each query's softmax (gpt-oss)
     out_norm: dict | None = None          # {"kind": "rms", "gain": 1 × d_out, "eps"}: a norm of the attention's
     #                                       output before the residual (residual = x + out_norm)
+    mla: dict | None = None               # multi-head latent attention's shared parts (scenario/latent.py): rank,
+    #                                       rope, nope, q_rank, w_dkv, w_kr, w_dq, kv_norm, q_norm, eps; then w_q is
+    #                                       [W_UQ | W_QR], w_k is W_UK and w_v is W_UV (both read the latent c_kv)
 
     def __repr__(self) -> str:
         from ..notebook import scenario_repr
@@ -114,7 +117,8 @@ class Scenario:
                   "weights.v_down": self.w_v_down, "weights.v_up": self.w_v_up, "weights.o": self.w_o,
                   "weights.bq": self.b_q, "weights.bk": self.b_k, "weights.bv": self.b_v, "weights.bo": self.b_o,
                   "context": self.context, "weights.q_norm": self.q_norm, "weights.k_norm": self.k_norm,
-                  "alibi": self.alibi, "weights.sinks": self.sinks, "out_norm.gain": (self.out_norm or {}).get("gain")}
+                  "alibi": self.alibi, "weights.sinks": self.sinks, "out_norm.gain": (self.out_norm or {}).get("gain"),
+                  **{f"mla.{k}": a for k, a in self._latent_arrays().items()}}
         return {name: float(max(a.max(), -a.min())) for name, a in arrays.items() if a is not None and a.size}
 
     @functools.cached_property
@@ -127,7 +131,14 @@ class Scenario:
         norm = self.norm_in or {}
         return exact_values(self.x, self.w_q, self.w_k, self.w_v, self.w_v_down, self.w_v_up, self.w_o,
                             self.b_q, self.b_k, self.b_v, self.b_o, self.context, norm.get("gain"), norm.get("bias"),
-                            self.q_norm, self.k_norm, self.alibi, self.sinks, (self.out_norm or {}).get("gain"))
+                            self.q_norm, self.k_norm, self.alibi, self.sinks, (self.out_norm or {}).get("gain"),
+                            *self._latent_arrays().values())
+
+    def _latent_arrays(self) -> dict:
+        """[mla]'s shared arrays by key (the heads' are w_q, w_k and w_v)."""
+        m = self.mla or {}
+        return {key: m[name] for key, name in (("down", "w_dkv"), ("rope_k", "w_kr"), ("q_down", "w_dq"),
+                                               ("kv_norm", "kv_norm"), ("q_norm", "q_norm")) if m.get(name) is not None}
 
     def dims(self) -> Dims:
         """The sizes and switches a plan (and so a memory estimate) depends on (computed once:
@@ -148,7 +159,10 @@ class Scenario:
                     biases=frozenset(k for k, b in (("q", self.b_q), ("k", self.b_k), ("v", self.b_v),
                                                     ("o", self.b_o)) if b is not None),
                     qk_norm=None if self.q_norm is None else self.qk_norm_scope, softcap=self.softcap,
-                    alibi=self.alibi is not None, out_norm=self.out_norm is not None, sinks=self.sinks is not None)
+                    alibi=self.alibi is not None, out_norm=self.out_norm is not None, sinks=self.sinks is not None,
+                    mla=() if self.mla is None else (self.mla["rank"], self.mla["rope"], self.mla["nope"],
+                                                     self.mla["q_rank"] or 0, self.mla["kv_norm"] is not None,
+                                                     self.mla["q_norm"] is not None))
 
     def describe(self) -> dict:
         """What the exports write about the scenario."""
@@ -179,4 +193,15 @@ class Scenario:
             out["sinks"] = [float(s) for s in self.sinks]
         if self.out_norm is not None:
             out["out_norm"] = {"kind": self.out_norm["kind"], "eps": self.out_norm["eps"]}
+        if self.mla is not None:
+            m = self.mla
+            out["mla"] = dict(rank=m["rank"], rope=m["rope"], nope=m["nope"], q_rank=m["q_rank"],
+                              kv_norm=m["kv_norm"] is not None, q_norm=m["q_norm"] is not None, eps=m["eps"],
+                              cache_per_token=self.cache_per_token())
         return out
+
+    def cache_per_token(self) -> dict[str, int]:
+        """Numbers one token adds to this layer's KV cache, as it is and under MHA, GQA and MQA of
+        the same heads and head width (tracer/mla.py)."""
+        from ..mla import cache_sizes
+        return cache_sizes(self)

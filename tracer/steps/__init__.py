@@ -2,7 +2,7 @@
 declared once with all the system needs to know about it (see base.Kind)."""
 from . import inputs, rope, scores, softmax, online, decode, output  # noqa: F401  (registration order = computation order)
 # today's mechanisms: each module says after which kind its step sits (a capped score is then biased)
-from . import qk_norm, softcap, alibi, out_norm, sinks  # noqa: F401,E402
+from . import qk_norm, softcap, alibi, out_norm, sinks, latent  # noqa: F401,E402
 from .base import KINDS, SCOPES, Context, Dims, Kind, Step
 from .cell import Cell
 

@@ -42,6 +42,7 @@ class Dims:
     alibi: bool = False           # a linear penalty on each key's distance (ALiBi)
     out_norm: bool = False        # a norm of the attention's output before the residual
     sinks: bool = False           # a sink logit per head joins each query's softmax (gpt-oss)
+    mla: tuple = ()               # multi-head latent attention: (rank, rope, nope, q_rank or 0, kv_norm, q_norm)
 
     @property
     def rope(self) -> dict | None:
@@ -51,6 +52,8 @@ class Dims:
     @property
     def pairs(self) -> int:
         """Rotated pairs of features per head (partial rotary: fewer than d_k/2)."""
+        if self.mla:
+            return self.mla[1] // 2
         return (self.rope.get("dims") or self.d_k) // 2 if self.rope_spec else 0
 
     @property
@@ -67,7 +70,7 @@ class Dims:
         of today's checkpoints."""
         return not (self.grouped or self.rope_spec or self.norm_in or self.v_is_k or self.d_context
                     or self.biases - {"o"} or self.qk_norm or self.softcap or self.alibi or self.out_norm
-                    or self.sinks)
+                    or self.sinks or self.mla)
 
     @property
     def grouped(self) -> bool:
@@ -144,7 +147,8 @@ class Context:
         return "norm_in" if self.has("norm_in") else "x"
 
     def kv_source(self) -> str:
-        return "context" if self.cross else self.source()
+        """What keys and values are projected from: the context, the latent (MLA), or the queries' source."""
+        return "context" if self.cross else "c_kv" if self.dims.mla else self.source()
 
     def last(self, head: int | None, *kinds: str) -> str:
         """The first of `kinds` present, as an id: what a step reads when earlier steps are optional."""

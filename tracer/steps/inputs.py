@@ -27,7 +27,10 @@ def _bias(cell, kind: str):
 def _project_formula(kind: str):
     def formula(ctx) -> str:
         w, name, b = _W[kind]
-        src = {"x": "X", "norm_in": "N", "context": "C"}[ctx.source() if kind == "q" else ctx.kv_source()]
+        src = {"x": "X", "norm_in": "N", "context": "C", "c_kv": "C_KV"}[ctx.source() if kind == "q" else ctx.kv_source()]
+        if kind == "v" and ctx.dims.mla:
+            return "V = W_UV·C_KV   (rebuilt from the cached latent)" if ctx.columns else \
+                "V = C_KV·W_UV   (rebuilt from the cached latent)"
         if kind == "v" and ctx.dims.rank:
             return "V = W_V↑·V↓" if ctx.columns else "V = V↓·W_V↑"
         if kind == "v" and ctx.dims.v_is_k:
@@ -48,13 +51,15 @@ def _project_explain(kind: str):
                                 f"v↓({cell.token(cell.at)})")
         src = step.inputs[0]
         who = cell.key_token(cell.at) if src == "context" or kind != "q" else cell.token(cell.at)
-        return cell.project(cell.rows(src), _weight(cell, kind), _W[kind][0], who, _bias(cell, kind), _row(cell))
+        w_name = "W_UV" if src == "c_kv" else _W[kind][0]
+        who = f"c_kv({who})" if src == "c_kv" else who
+        return cell.project(cell.rows(src), _weight(cell, kind), w_name, who, _bias(cell, kind), _row(cell))
     return explain
 
 
 def _row(cell) -> int:
     """The row of the step's input a cell reads: a decoded token's row 0 reads x's row t."""
-    return cell.at if cell.step.inputs[0] in ("x", "norm_in", "context") else cell.i
+    return cell.at if cell.step.inputs[0] in ("x", "norm_in", "context", "c_kv") else cell.i
 
 
 def _project_sources(cell) -> dict:
@@ -115,10 +120,11 @@ register(Kind(
 
 _projection("q", "Queries", ("token", "d_k"), "head",
             "A query is what a token is looking for. It is the token's features passed through W_Q, "
-            "a matrix the model learns.", chain="query")
+            "a matrix the model learns.", chain="query", present=lambda ctx: not ctx.dims.mla)
 _projection("k", "Keys", _kv_axes("d_k"), "kv",
             "A key is what a token offers to be found by. Queries are compared with keys; a separate "
-            "matrix W_K lets 'what I look for' differ from 'what I am'.", chain="key")
+            "matrix W_K lets 'what I look for' differ from 'what I am'.", chain="key",
+            present=lambda ctx: not ctx.dims.mla)
 _projection("v_down", "Values, down-projected", _kv_axes("rank"), "kv",
             "A low-rank value map first squeezes each token into a few numbers (W_V↓), then spreads "
             "them back out (W_V↑): far fewer parameters than a full W_V.",

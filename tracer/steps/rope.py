@@ -13,8 +13,8 @@ _SCALED = {"linear": "every θ ÷ {factor:g}",
            "yarn": "yarn ×{factor:g}: θ ÷ {factor:g} to θ along a ramp, cos and sin × {a:.4g}"}
 
 
-def _theta(spec: dict) -> str:
-    return f"θ_i = {spec['base']:g}^(−2i/{'r' if spec.get('dims') else 'd_k'})"
+def _theta(spec: dict, latent: bool = False) -> str:
+    return f"θ_i = {spec['base']:g}^(−2i/{'r' if spec.get('dims') or latent else 'd_k'})"
 
 
 def _scaling_words(spec: dict) -> str:
@@ -83,7 +83,7 @@ _WHY = ("Attention by itself does not know word order. RoPE turns each pair of f
 
 def _freqs_explain(cell) -> str:
     spec, i = cell.scenario.rope, cell.i
-    d = rope.rotary_dims(spec, cell.scenario.d_k)
+    d = 2 * cell.scenario.dims().pairs
     theta = float(rope.plain(d, spec["base"])[i])
     plain = f"{spec['base']:g}^(−{2 * i}/{d}) = {theta:.4g}"
     wave = f"one turn every {2 * np.pi / cell.value:.4g} positions"
@@ -116,13 +116,13 @@ register(Kind(
     "Each pair of features turns at its own speed θ_i: the first pair fast (local order), the last "
     "ones slowly (long distances). A model stretched to longer contexts slows some pairs down (linear, "
     "llama3 and yarn scaling) so that far positions still look like angles it has seen in training.",
-    formula=lambda ctx: _theta(ctx.dims.rope) + _scaling_words(ctx.dims.rope),
+    formula=lambda ctx: _theta(ctx.dims.rope, bool(ctx.dims.mla)) + _scaling_words(ctx.dims.rope),
     explain=_freqs_explain, sources=lambda cell: {}, inputs=lambda ctx, h: [],
     present=lambda ctx: bool(ctx.dims.rope_spec)))
 register(Kind("q_rot", "Queries, rotated", ("token", "d_k"), "head", _WHY, _formula("Q"), _explain, _sources,
               inputs=lambda ctx, h: [ctx.latest(h, "query", "q_rot"), "freqs"],
-              present=lambda ctx: bool(ctx.dims.rope_spec), chain="query"))
+              present=lambda ctx: bool(ctx.dims.rope_spec) and not ctx.dims.mla, chain="query"))
 register(Kind("k_rot", "Keys, rotated", lambda ctx: ("context", "d_k") if ctx.cross else ("token", "d_k"), "kv",
               _WHY, _formula("K"), _explain, _sources,
               inputs=lambda ctx, h: [ctx.latest(h, "key", "k_rot"), "freqs"],
-              present=lambda ctx: bool(ctx.dims.rope_spec), chain="key"))
+              present=lambda ctx: bool(ctx.dims.rope_spec) and not ctx.dims.mla, chain="key"))

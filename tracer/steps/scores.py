@@ -11,6 +11,8 @@ def standard(ctx) -> bool:
 
 
 def _scores_explain(cell) -> str:
+    if len(cell.step.inputs) == 4:   # latent attention: two products, without and with positions
+        return _latent_scores(cell)
     q, k = cell.rows(cell.step.inputs[0])[cell.i], cell.rows(cell.step.inputs[1])[cell.j]
     qname, kname = cell.names()
     pair = (f"k({kname})·q({qname}) = {cell.dot(k, q)}" if cell.trace.columns
@@ -18,10 +20,25 @@ def _scores_explain(cell) -> str:
     return f"= {pair} = {cell.f(cell.value)}"
 
 
+def _latent_scores(cell) -> str:
+    q_nope, k_nope, q_pe, k_pe = (cell.rows(s) for s in cell.step.inputs)
+    i, j = cell.i, cell.j
+    a, b = cell.names()
+    return (f"= q_nope({a})·k_nope({b}) + q_pe({a})·k_pe({b}) = {cell.dot(q_nope[i], k_nope[j])} + "
+            f"{cell.dot(q_pe[i], k_pe[j])} = {cell.f(cell.value)}   (content, then position)")
+
+
 def _scores_sources(cell) -> dict:
-    q, k = cell.step.inputs
-    return {q: [(cell.i, m) for m in range(cell.rows(q).shape[1])],
-            k: [(cell.j, m) for m in range(cell.rows(k).shape[1])]}
+    rows = cell.step.inputs[0::2]   # the query factors (by query), then the key factors (by key)
+    return {sid: [(cell.i if sid in rows else cell.j, m) for m in range(cell.rows(sid).shape[1])]
+            for sid in cell.step.inputs}
+
+
+def _scores_inputs(ctx, h) -> list[str]:
+    if ctx.dims.mla:
+        from .latent import score_inputs
+        return score_inputs(ctx, h)
+    return [ctx.latest(h, "query", "scores"), ctx.latest(h, "key", "scores")]
 
 
 def _same_cell(cell) -> dict:
@@ -32,9 +49,10 @@ register(Kind(
     "scores", "Scores", ("query", "key"), "head",
     "Each score is the dot product of one query with one key: large when they point the same "
     "way, a similarity. Every query is compared with every key.",
-    formula=lambda ctx: "S = Kᵀ·Q" if ctx.columns else "S = Q·Kᵀ",
+    formula=lambda ctx: (("S = K_NOPEᵀ·Q_NOPE + K_PEᵀ·Q_PE" if ctx.columns else "S = Q_NOPE·K_NOPEᵀ + Q_PE·K_PEᵀ")
+                         if ctx.dims.mla else "S = Kᵀ·Q" if ctx.columns else "S = Q·Kᵀ"),
     explain=_scores_explain, sources=_scores_sources,
-    inputs=lambda ctx, h: [ctx.latest(h, "query", "scores"), ctx.latest(h, "key", "scores")], present=standard,
+    inputs=_scores_inputs, present=standard,
     chain="logits"))
 
 
