@@ -115,8 +115,15 @@ def with_mechanisms() -> list:
                             rope=dict(base=50.0, dims=2, scaling=dict(type="yarn", factor=4.0,
                                                                       original_max_position_embeddings=8)),
                             out_norm=dict(gain=r(6), eps=1e-6), residual=dict(norm="none"), softcap=3.0)
+    latent = tracer.from_arrays(r(4, 6), mla=dict(down=r(6, 3), rope_k=r(6, 2), up_k=list(r(2, 3, 2)), up_v=list(r(2, 3, 2)),
+                                                  q_down=r(6, 4), q_norm=r(4), kv_norm=r(3), q=list(r(2, 4, 2)),
+                                                  rope_q=list(r(2, 4, 2))), o=r(4, 6), residual=dict(norm="none"),
+                                mask="causal", rope=dict(base=50.0, scaling=dict(type="yarn", factor=4.0,
+                                                                                 original_max_position_embeddings=8)))
     return [("QK-norm over all heads, yarn, output norm", sc, {}),
-            ("QK-norm over all heads, by-hand, columns", sc, dict(arithmetic="by-hand", layout="columns"))]
+            ("QK-norm over all heads, by-hand, columns", sc, dict(arithmetic="by-hand", layout="columns")),
+            ("latent attention, compressed queries, yarn", latent, {}),
+            ("latent attention, by-hand, columns", latent, dict(arithmetic="by-hand", layout="columns"))]
 
 
 CASES = ([(f"{name}, {preset}", name, {"arithmetic": preset}) for name in small_builtins()
@@ -145,7 +152,8 @@ def test_every_cell_ends_on_its_value_and_sources_reproduce_it(label, scenario, 
                     assert float(value) == pytest.approx(float(a[r, c]), rel=rtol, abs=rtol if isinstance(value, Fraction) else 1e-300), text
                 check_sources(trace, step, r, c)
     standard = {"scaled", "weights"} if not trace.arithmetic.online else {"max", "sums", "acc"}
-    assert {"x", "q", "k", "v", "scores", "z"} | standard <= kinds
+    projections = {"q_nope", "k_nope"} if trace.scenario.mla is not None else {"q", "k"}
+    assert {"x", "v", "scores", "z"} | projections | standard <= kinds
 
 
 def check_sources(trace, step, r: int, c: int) -> None:
@@ -158,8 +166,10 @@ def check_sources(trace, step, r: int, c: int) -> None:
     pick = lambda sid: np.array([trace[sid][i, j] for i, j in src[sid]], dtype=np.float64)  # noqa: E731
     if step.key or (step.kind == "z" and trace.arithmetic.online):
         return   # the online softmax's block steps: their arithmetic is checked in test_online.py
-    if step.kind in ("scores", "z"):   # (rotated) queries · (the group's rotated) keys; weights · values
+    if step.kind in ("scores", "z", "absorbed"):   # (rotated) queries · (the group's rotated) keys; weights · values
         got = pick(step.inputs[0]) @ pick(step.inputs[1])
+        if len(step.inputs) == 4:   # latent attention: content, then position
+            got += pick(step.inputs[2]) @ pick(step.inputs[3])
     elif step.kind == "sums":
         got = pick(step.inputs[0]).sum()
         if trace.scenario.sinks is not None:   # plus the sink's power, which is its share of the sum

@@ -11,7 +11,7 @@ import tracer.export
 from tui.cli import main
 
 SCENARIOS = ["by_hand", "multi_head", "low_rank", "biases", "gqa", "keys_as_values", "cross_attention",
-             "residual_norm", "rope", "gpt_causal", "qk_norm", "softcap", "alibi", "streaming", "rope_scaling_yarn"]
+             "residual_norm", "rope", "gpt_causal", "qk_norm", "softcap", "alibi", "streaming", "rope_scaling_yarn", "mla"]
 
 
 def rebuild(doc: dict):
@@ -34,6 +34,11 @@ def rebuild(doc: dict):
     if "out_norm" in sc:
         kw["out_norm"] = dict(gain=given["out_norm.gain"][0], eps=sc["out_norm"]["eps"])
     kw.update(softcap=sc.get("softcap"), alibi=sc.get("alibi"))
+    if "mla" in sc:   # latent attention: its matrices by their [mla] names, the heads' in order
+        mla = {key: [given[k] for k in sorted(given) if k.startswith(f"mla.{key}[")] for key in ("up_k", "up_v", "q", "rope_q")}
+        mla.update({key: given[f"mla.{key}"] for key in ("down", "rope_k", "q_down") if f"mla.{key}" in given})
+        mla.update({key: given[f"mla.{key}"][0] for key in ("kv_norm", "q_norm") if f"mla.{key}" in given})
+        kw.update(q=None, k=None, v=None, mla=dict(mla, norm_eps=sc["mla"]["eps"]))
     return tracer.from_arrays(**{k: v for k, v in kw.items() if v is not None})
 
 

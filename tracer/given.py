@@ -20,6 +20,8 @@ def given(trace) -> list[tuple[str, tuple[str, str], np.ndarray]]:
     for sid in ("x", "context"):
         if sid in trace:
             out.append((sid, trace.step(sid).axes, trace[sid]))
+    if sc.mla is not None:
+        return out + latent(trace)
     for name, axes in AXES.items():
         w = sc.w_o if name == "o" else getattr(sc, f"w_{name}")
         if w is None or (name == "v" and sc.v_is_k):
@@ -48,9 +50,38 @@ def given(trace) -> list[tuple[str, tuple[str, str], np.ndarray]]:
     return out
 
 
+def latent(trace) -> list[tuple[str, tuple[str, str], np.ndarray]]:
+    """given() for [mla]: its matrices under their file names (mla.down, mla.up_k[h], …), then W_O
+    and the norms' gains."""
+    sc, m, out = trace.scenario, trace.scenario.mla, []
+    nope, src = m["nope"], "q_rank" if m["q_rank"] else "d_model"
+    orient = (lambda a, axes: (a.T, axes[::-1])) if trace.columns else (lambda a, axes: (a, axes))  # noqa: E731
+    for name, a, axes in (("down", m["w_dkv"], ("d_model", "rank")), ("rope_k", m["w_kr"], ("d_model", "rope")),
+                          ("q_down", m["w_dq"], ("d_model", "q_rank"))):
+        if a is not None:
+            out.append((f"mla.{name}", *reversed(orient(a, axes))))
+    for name, mats, axes in (("up_k", sc.w_k, ("rank", "nope")), ("up_v", sc.w_v, ("rank", "d_v")),
+                             ("q", sc.w_q[:, :, :nope], (src, "nope")), ("rope_q", sc.w_q[:, :, nope:], (src, "rope"))):
+        out += [(f"mla.{name}[{h}]", *reversed(orient(mats[h], axes))) for h in range(sc.heads)]
+    if sc.w_o is not None:
+        out.append(("weights.o", ("d_out", "heads·d_v") if trace.columns else ("heads·d_v", "d_out"), trace.weight("o")))
+    if sc.b_o is not None:
+        out.append(("weights.bo", ("one", "d_out"), np.atleast_2d(sc.b_o)))
+    for part in ("gain", "bias"):
+        value = (sc.norm_in or {}).get(part)
+        if value is not None:
+            out.append((f"norm_in.{part}", ("one", "d_model"), np.atleast_2d(value)))
+    for name in ("kv_norm", "q_norm"):
+        if m[name] is not None:
+            out.append((f"mla.{name}", ("one", "rank" if name == "kv_norm" else "q_rank"), np.atleast_2d(m[name])))
+    return out
+
+
 SYMBOLS = {"q": "W_Q", "k": "W_K", "v": "W_V", "v_down": "W_V↓", "v_up": "W_V↑", "o": "W_O",
            "bq": "b_Q", "bk": "b_K", "bv": "b_V", "bo": "b_O", "q_norm": "g_Q (QK-norm's gain)",
            "k_norm": "g_K (QK-norm's gain)"}
+LATENT_SYMBOLS = {"down": "W_DKV", "rope_k": "W_KR", "q_down": "W_DQ", "up_k": "W_UK", "up_v": "W_UV", "q": "W_UQ",
+                  "rope_q": "W_QR", "kv_norm": "c_kv's gain", "q_norm": "c_q's gain"}
 PER_GROUP = ("k", "v", "v_down", "v_up")   # one per key/value group when grouped-query
 
 
@@ -60,6 +91,10 @@ def display_name(trace, name: str) -> str:
     if name in ("x", "context"):
         return {"x": "X", "context": "the context"}[name]
     section, _, rest = name.partition(".")
+    if section == "mla":
+        key, _, index = rest.rstrip("]").partition("[")
+        symbol = LATENT_SYMBOLS[key]
+        return f"{symbol} (head {index})" if index else symbol
     if section != "weights":
         return f"{section} {rest}"
     key, _, index = rest.rstrip("]").partition("[")
