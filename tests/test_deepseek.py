@@ -296,3 +296,18 @@ def test_experts_read_once_each_and_only_when_chosen():
     want = np.array([sum(weights[t, k] * np.tanh(h[t] @ mats[chosen[t, k]]) for k in range(2)) for t in range(6)])
     np.testing.assert_allclose(got, want, rtol=1e-12)
     assert sorted(reads) == [1, 2, 7, 9]
+
+
+def test_a_few_heads_of_a_latent_layer(built):
+    """[model] heads = [...] on a latent layer: the kept heads' steps are the whole layer's."""
+    import tracer
+    from tracer.models import keep_heads
+    from tracer.models.layer import traced_layer
+    folder, _, _ = built
+    whole, cfg = _traced(folder, 1)
+    arrays = traced_layer(Tensors(folder), cfg, IDS, [f"t{i}" for i in range(len(IDS))], 1, "tiny", "a test")
+    part = tracer.run(tracer.from_arrays(**keep_heads(arrays, [3, 1])), "exact")
+    for new, old in ((0, 3), (1, 1)):
+        for kind in ("k_nope", "v", "scores", "weights", "z"):
+            np.testing.assert_allclose(part[f"h{new}.{kind}"], whole[f"h{old}.{kind}"], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(part["c_kv"], whole["c_kv"], rtol=1e-12)

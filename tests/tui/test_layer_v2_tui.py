@@ -9,7 +9,7 @@ from tui_helpers import go_to, opened, pilot_test, screen_text, settle
 
 V2 = ["biases", "keys_as_values", "gqa", "mqa", "rope", "cross_attention", "sliding_window"]
 MECHANISMS = ["qk_norm", "softcap", "alibi", "streaming", "rope_scaling", "rope_scaling_plain", "rope_scaling_linear",
-              "rope_scaling_yarn"]
+              "rope_scaling_yarn", "sinks", "mla"]
 
 
 @pytest.mark.parametrize("name", V2 + MECHANISMS)

@@ -9,7 +9,10 @@ from tui_helpers import go_to, opened, pilot_test, screen_text, settle
 
 @pytest.mark.parametrize("name,sid,words", [("qk_norm", "h0.q_norm", "÷ √("), ("softcap", "h0.capped", "5·tanh("),
                                             ("alibi", "h1.biased", "slope 1"), ("streaming", "h0.masked", "query on"),
-                                            ("rope_scaling", "freqs", "turns in the original 64 positions")])
+                                            ("rope_scaling", "freqs", "turns in the original 64 positions"),
+                                            ("mla", "c_kv", "2 + 2 = 4 numbers to the cache"),
+                                            ("mla", "h0.absorbed", "the same score, read straight from the cache"),
+                                            ("mla", "h1.k_nope", "rebuilt from the cached latent")])
 @pilot_test
 async def test_the_mechanism_step_is_explained_with_its_numbers(name, sid, words):
     async with opened(name, size=(120, 40)) as (app, pilot):

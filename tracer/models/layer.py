@@ -153,7 +153,8 @@ def _stream(tensors: Tensors, cfg: Config, ids: list[int], layer: int) -> np.nda
 def keep_heads(arrays: dict, heads) -> dict:
     """The arrays with only the query heads `heads`; their key/value groups follow them (shared
     when each kept group keeps equally many heads, else one copy per head)."""
-    total, groups = len(arrays["q"]), len(arrays["k"])
+    latent = arrays.get("mla")
+    total, groups = (len(latent["q"]), len(latent["q"])) if latent else (len(arrays["q"]), len(arrays["k"]))
     if not isinstance(heads, (list, tuple)) or not heads or any(
             isinstance(h, bool) or not isinstance(h, int) or not 0 <= h < total for h in heads) \
             or len(set(heads)) != len(heads):
@@ -162,6 +163,11 @@ def keep_heads(arrays: dict, heads) -> dict:
     if arrays.get("qk_norm_scope") == "all":
         raise ScenarioError("model.heads", "expected no heads list for this model: its QK-norm takes the root "
                             "mean square over every head together, so one head cannot be traced alone")
+    if latent:   # every head has its own up-projections: keep theirs, and their rows of W_O
+        width = latent["up_v"][0].shape[1]
+        rows = [r for h in heads for r in range(h * width, (h + 1) * width)]
+        mla = dict(latent, **{key: [latent[key][h] for h in heads] for key in ("q", "rope_q", "up_k", "up_v")})
+        return dict(arrays, mla=mla, o=arrays["o"][rows], title=arrays["title"] + f" (heads {', '.join(map(str, heads))})")
     share = total // groups
     group = [h // share for h in heads]
     kept = sorted(set(group))

@@ -190,11 +190,6 @@ register(Kind("k_nope", "Keys, rebuilt", ("token", "nope"), "kv",
               inputs=lambda ctx, h: ["c_kv"], present=_on), after="k")
 
 
-def score_inputs(ctx, h) -> list[str]:
-    """The scores' four factors under latent attention: q_nope and k_nope, q_pe and k_pe."""
-    return [ctx.sid("q_nope", h), ctx.sid("k_nope", h), ctx.sid("q_pe", h), "k_pe"]
-
-
 # ------------------------------------------------------------------ the absorbed form
 
 def _q_latent_explain(cell) -> str:

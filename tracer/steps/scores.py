@@ -35,9 +35,8 @@ def _scores_sources(cell) -> dict:
 
 
 def _scores_inputs(ctx, h) -> list[str]:
-    if ctx.dims.mla:
-        from .latent import score_inputs
-        return score_inputs(ctx, h)
+    if ctx.dims.mla:   # latent attention (latent.py): content, then position
+        return [ctx.sid("q_nope", h), ctx.sid("k_nope", h), ctx.sid("q_pe", h), "k_pe"]
     return [ctx.latest(h, "query", "scores"), ctx.latest(h, "key", "scores")]
 
 
