@@ -123,7 +123,11 @@ def with_mechanisms() -> list:
     return [("QK-norm over all heads, yarn, output norm", sc, {}),
             ("QK-norm over all heads, by-hand, columns", sc, dict(arithmetic="by-hand", layout="columns")),
             ("latent attention, compressed queries, yarn", latent, {}),
-            ("latent attention, by-hand, columns", latent, dict(arithmetic="by-hand", layout="columns"))]
+            ("latent attention, by-hand, columns", latent, dict(arithmetic="by-hand", layout="columns")),
+            ("latent attention decoded, norm_in", tracer.from_arrays(
+                r(4, 6), mla=dict(down=r(6, 3), rope_k=r(6, 2), up_k=list(r(2, 3, 2)), up_v=list(r(2, 3, 2)), q=list(r(2, 6, 2)),
+                                  rope_q=list(r(2, 6, 2)), kv_norm=r(3)), o=r(4, 6), residual=dict(norm="layer"), decode=2,
+                norm_in=dict(kind="rms", gain=r(6), bias=np.zeros(6), eps=1e-5)), {})]
 
 
 CASES = ([(f"{name}, {preset}", name, {"arithmetic": preset}) for name in small_builtins()

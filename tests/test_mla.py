@@ -155,7 +155,7 @@ def test_bad_mla_named(change, message):
 
 @pytest.mark.parametrize("change,field", [
     ({"weights": {"q": [[1]]}}, "weights.q"), ({"context": [[1, 0]]}, "context"), ({"alibi": True}, "alibi"),
-    ({"decode": {"prompt": 2}}, "decode"), ({"rope": {"dims": 2}}, "rope.dims")])
+({"rope": {"dims": 2}}, "rope.dims")])
 def test_what_latent_attention_does_not_combine_with(change, field):
     from tracer.scenario.build import build
     with pytest.raises(tracer.ScenarioError) as info:
@@ -166,3 +166,29 @@ def test_what_latent_attention_does_not_combine_with(change, field):
 def test_online_refused_with_mla():
     with pytest.raises(tracer.ScenarioError, match=r"algorithm: expected standard with \[mla\]"):
         tracer.run("mla", algorithm="online")
+
+
+@pytest.mark.parametrize("preset", ["exact", "by-hand"])
+@pytest.mark.parametrize("prompt", [1, 3])
+def test_decoding_from_the_latent_cache(preset, prompt):
+    """[decode] with [mla]: each decoded token's row equals the whole causal layer's, its scores are
+    read absorbed from the cache (c_kv and k_pe, one row more a token), and the plan says how big
+    the cache is in numbers."""
+    from tracer.scenario.build import build
+    data = dict(_file(), weights={"o": [[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 1]]}, residual={"norm": "none"})
+    full = tracer.run(build(data), preset)
+    trace = tracer.run(build(dict(data, decode={"prompt": prompt})), preset)
+    for t in range(prompt, 4):
+        np.testing.assert_array_equal(trace[f"t{t}.ckv_cache"], full.rows("c_kv")[: t + 1])
+        np.testing.assert_array_equal(trace[f"t{t}.kpe_cache"], full.rows("k_pe")[: t + 1])
+        for h in range(2):
+            for kind in ("q_nope", "q_pe", "q_latent", "scores", "weights", "z"):
+                got = trace[f"t{t}.h{h}.{kind}"]
+                np.testing.assert_allclose(got, full.rows(f"h{h}.{kind}")[t : t + 1, : got.shape[1]], rtol=1e-12,
+                                           atol=1e-12, err_msg=f"t{t}.h{h}.{kind}")
+            assert trace.step(f"t{t}.h{h}.scores").inputs == (f"t{t}.h{h}.q_latent", f"t{t}.ckv_cache",
+                                                               f"t{t}.h{h}.q_pe", f"t{t}.kpe_cache")
+        np.testing.assert_allclose(trace[f"t{t}.out"], full.rows("out")[t : t + 1], rtol=1e-12, atol=1e-12)
+        assert f"{t + 1} tokens × (2 + 2) = {4 * (t + 1)} numbers" in trace.step(f"t{t}.ckv_cache").formula
+        assert f"would hold {8 * (t + 1)}" in trace.step(f"t{t}.ckv_cache").formula
+    assert "absorbed" in trace.explain("t3.h0.scores", 0, 1) and "c_kv(cat)·W_UV" in trace.explain("t3.h0.v", 1, 0)

@@ -86,3 +86,64 @@ def _normed(K, a: np.ndarray, gain, eps: float, dt) -> np.ndarray:
     """An RMS norm of each row with its gain, or the rows as they are when there is no norm."""
     return a if gain is None else K.rms_norm(a, _c(gain[None, :], dt), eps)
 
+
+
+def decode(run, run_trace) -> tuple[dict, object, bool]:
+    """[decode] under latent attention: the prompt at once (as decode.prefill), then each later
+    token alone. The cache is c_kv and k_pe (computed for every token before the heads, each row
+    once: a token's row is appended when it arrives); a head's scores come from it absorbed,
+    q_latent·C_cacheᵀ + q_pe·K_PE_cacheᵀ, and its values are rebuilt from it. Returns the arrays
+    by id (every decoded step, rows orientation), a viewer of them, and whether all stayed finite."""
+    from types import SimpleNamespace
+
+    from . import rope
+    from .decode import prefill
+    from .ids import step_id
+    from .numpy_engine import layer_norm
+    from .online import _power, _scaled
+    sc, a, dt, p = run.scenario, run.arithmetic, run.dtype, run.scenario.decode
+    m, heads, nope = sc.mla, sc.heads, sc.mla["nope"]
+    arrays, _ = prefill(run, run_trace)
+    c_kv, k_pe = run.held("c_kv"), run.held("k_pe")
+    src = run.held("c_q") if m["w_dq"] is not None else run.held("norm_in") if sc.norm_in is not None else run.x
+    cos, sin = rope.tables(sc.n, m["rope"], sc.rope, dt)
+    first, second = rope.pairs(m["rope"], sc.rope["style"])
+    ok = True
+    with np.errstate(all="ignore"):
+        for t in range(p, sc.n):
+            at = lambda kind, h=None: step_id(kind, h, token=t)  # noqa: E731
+            arrays[at("ckv_cache")], arrays[at("kpe_cache")] = c_kv[: t + 1], k_pe[: t + 1]   # the cache, grown by row t
+            zs = []
+            for h in range(heads):
+                w = sc.w_q[h].astype(dt)
+                q_nope, raw = src[t : t + 1] @ w[:, :nope], src[t : t + 1] @ w[:, nope:]
+                q_pe = raw.copy()   # turned by its own position t
+                q_pe[:, first] = raw[:, first] * cos[t] - raw[:, second] * sin[t]
+                q_pe[:, second] = raw[:, first] * sin[t] + raw[:, second] * cos[t]
+                q_latent = q_nope @ sc.w_k[h].T.astype(dt)
+                s = q_latent @ c_kv[: t + 1].T + q_pe @ k_pe[: t + 1].T
+                scaled = _scaled(s, a, sc.d_k)
+                got = dict(q_nope=q_nope, q_pe=q_pe, q_latent=q_latent, scores=s, scaled=scaled)
+                if a.normalize == "softmax":
+                    e = _power(scaled - scaled.dtype.type(scaled.max() if a.stable else 0.0), a)
+                    total = e.sum(dtype=np.float64)
+                    got.update(exp=e, sums=np.array([[total]], dt), weights=e / e.dtype.type(total))
+                    ok = ok and bool(np.isfinite(total))
+                else:
+                    got["weights"] = np.where(scaled > 0, scaled, 0).astype(dt)
+                v = got["v"] = c_kv[: t + 1] @ sc.w_v[h].astype(dt)
+                z = got["z"] = got["weights"] @ v
+                zs.append(z)
+                arrays.update({at(kind, h): arr for kind, arr in got.items()})
+                ok = ok and bool(np.isfinite(scaled).all() and np.isfinite(z).all())
+            y = zs[0]
+            if heads > 1:
+                y = arrays[at("concat")] = np.concatenate(zs, axis=1)
+            if sc.w_o is not None:
+                y = y @ sc.w_o.astype(dt)
+                y = arrays[at("out")] = y if sc.b_o is None else y + sc.b_o.astype(dt)
+            if sc.residual is not None:
+                y = arrays[at("residual")] = run.x[t : t + 1] + y
+                if sc.residual["norm"] == "layer":
+                    arrays[at("norm")] = layer_norm(y, sc.residual["eps"])
+    return arrays, SimpleNamespace(view=arrays.__getitem__), ok

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .ids import parse, step_id
-from .plan import context, layer_plan
+from .plan import context, latent_sizes, layer_plan
 from .steps import KINDS, Context, Dims, Step
 
 DECODED = ("q", "q_rot", "scores", "scaled", "exp", "sums", "weights", "z")   # a head's kinds per token
@@ -25,6 +25,12 @@ def _formulas(ctx: Context) -> dict:
         sums="Σ of the powers", weights="a = powers ÷ sums" if ctx.arithmetic.normalize == "softmax" else "a = max(0, s)",
         z="z_t = V_cache·a" if cols else "z_t = a·V_cache",
         k_cache=KINDS["k_cache"].formula(ctx), v_cache=KINDS["v_cache"].formula(ctx))
+    if ctx.dims.mla:   # latent attention: the cache holds c_kv and k_pe; the scores read it absorbed
+        out.update({kind: KINDS[kind].formula(ctx) for kind in ("q_nope", "q_pe", "q_latent")},
+                   scores="s = C_cache·q_latent + K_PE_cache·q_pe   (absorbed: no key rebuilt)" if cols else
+                   "s = q_latent·C_cacheᵀ + q_pe·K_PE_cacheᵀ   (absorbed: no key rebuilt)",
+                   v="V = C_cache·W_UV   (the values rebuilt from the cached latent)",
+                   z="z_t = V·a" if cols else "z_t = a·V")
     return out
 
 
@@ -52,19 +58,25 @@ def decode_plan(dims: Dims, arithmetic, layout: str) -> list[Step]:
 def _token(ctx: Context, t: int, formulas: dict) -> list[Step]:
     dims, cols, steps = ctx.dims, ctx.columns, []
     per = dims.heads // dims.kv_heads
-    size = dict(token=1, query=1, key=t + 1, d_k=dims.d_k, d_v=dims.d_v, one=1, d_out=dims.d_out, d_model=dims.d_model)
+    size = dict(token=1, query=1, key=t + 1, d_k=dims.d_k, d_v=dims.d_v, one=1, d_out=dims.d_out, d_model=dims.d_model,
+                **latent_sizes(dims))
 
-    def add(kind, inputs, head=None, group=None, width=None):
+    def add(kind, inputs, head=None, group=None, width=None, formula=None):
         axes = KINDS[kind].axes(ctx) if callable(KINDS[kind].axes) else KINDS[kind].axes
-        axes = ("key", axes[1]) if kind in ("k_cache", "v_cache") else axes
+        axes = ("key", axes[1]) if kind in ("k_cache", "v_cache", "ckv_cache", "kpe_cache") or \
+            (kind == "v" and dims.mla) else axes
         shape = (size[axes[0]], width or size[axes[1]])
         starts = (0 if axes[0] == "key" else t, 0)
         if cols:
             axes, shape, starts = axes[::-1], shape[::-1], starts[::-1]
         sid = step_id(kind, head, group=group, token=t)
-        steps.append(Step(sid, kind, head, formulas[kind], tuple(inputs), tuple(axes), tuple(shape), group,
+        steps.append(Step(sid, kind, head, formula or formulas[kind], tuple(inputs), tuple(axes), tuple(shape), group,
                           starts=tuple(starts)))
         return sid
+
+    if dims.mla:
+        _latent_token(ctx, t, add)
+        return steps
 
     def cache(kind, g):
         scope = dict(group=g) if dims.grouped else dict(head=g)
@@ -89,6 +101,13 @@ def _token(ctx: Context, t: int, formulas: dict) -> list[Step]:
         else:
             w = add("weights", [s], h)
         zs.append(add("z", [w, vc], h))
+    _layer(ctx, zs, add)
+    return steps
+
+
+def _layer(ctx: Context, zs: list[str], add) -> None:
+    """A decoded token's layer-wide steps after its heads: concat, out, residual, norm."""
+    dims = ctx.dims
     y = zs[0]
     if dims.heads > 1:
         y = add("concat", zs, width=dims.heads * dims.d_v)
@@ -98,4 +117,31 @@ def _token(ctx: Context, t: int, formulas: dict) -> list[Step]:
         y = add("residual", ["x", y])
         if dims.residual == "layer":
             add("norm", [y])
-    return steps
+
+
+def _latent_token(ctx: Context, t: int, add) -> None:
+    """A decoded token under latent attention: the cache grows by its c_kv and k_pe row; each head
+    makes its query, absorbs W_UK into it and reads the scores straight from the cache."""
+    from .steps.latent import q_source
+    dims, softmax = ctx.dims, ctx.arithmetic.normalize == "softmax"
+    rank, rope, *_ = dims.mla
+    heads, d_v = dims.heads, dims.d_v
+    before = lambda kind: "c_kv" if t == dims.prompt else step_id(kind, token=t - 1)  # noqa: E731
+    cached = (t + 1) * (rank + rope)
+    said = f"{t + 1} tokens × ({rank} + {rope}) = {cached} numbers, where multi-head attention's cache would hold {(t + 1) * 2 * heads * d_v}"
+    c = add("ckv_cache", ["c_kv", before("ckv_cache")], formula=f"[C_cache; c_kv_t]   (the cache with k_pe: {said})")
+    p = add("kpe_cache", ["k_pe", "k_pe" if t == dims.prompt else step_id("kpe_cache", token=t - 1)],
+            formula="[K_PE_cache; k_pe_t]   (one rotary key a token, shared by every head)")
+    zs = []
+    for h in range(heads):
+        q = add("q_nope", [q_source(ctx)], h)
+        qp = add("q_pe", [q_source(ctx), "freqs"], h)
+        s = add("scores", [add("q_latent", [q], h), c, qp, p], h)
+        s = add("scaled", [s], h)
+        if softmax:
+            e = add("exp", [s], h)
+            w = add("weights", [e, add("sums", [e], h)], h)
+        else:
+            w = add("weights", [s], h)
+        zs.append(add("z", [w, add("v", [c], h)], h))
+    _layer(ctx, zs, add)

@@ -45,3 +45,18 @@ async def test_a_quiz_on_the_distance_penalty_and_the_normed_queries():
         await pilot.press(*"2/3", "enter")
         await settle(pilot)
         assert "✓" in status_text(app)
+
+
+@pilot_test
+async def test_decoding_from_a_latent_cache_says_how_big_it_is(tmp_path):
+    """[decode] with [mla]: stepping onto a decoded token's latent cache shows its size in numbers."""
+    from tracer.scenario import scenarios_dir
+    path = tmp_path / "decode_mla.toml"
+    path.write_text((scenarios_dir() / "mla.toml").read_text(encoding="utf-8") + "\n[decode]\nprompt = 2\n",
+                    encoding="utf-8")
+    async with opened(str(path), size=(120, 40)) as (app, pilot):
+        await go_to(pilot, "t3.ckv_cache")
+        text = " ".join(screen_text(app).split())
+        assert "the cache holds 4 rows of 2 + 2 = 16 numbers" in text and "keys and values: 32" in text, text
+        await go_to(pilot, "t3.h1.scores")
+        assert "absorbed" in " ".join(screen_text(app).split())

@@ -117,9 +117,6 @@ def refuse_beside(scenario, data: dict) -> None:
                      ("alibi", "rotary positions (latent attention's k_pe), not ALiBi")):
         if data.get(key) not in (None, False):
             raise ScenarioError(key, f"expected no {key} with [mla]: {why}")
-    if data.get("decode") is not None:
-        raise ScenarioError("decode", "expected no [decode] section with [mla] (decoding token by token is not built "
-                            "for latent attention yet); trace the whole layer at once instead")
     if (data.get("rope") or {}).get("dims") is not None:
         raise ScenarioError("rope.dims", "expected no dims with [mla] (mla.rope_k's width says how many "
                             "features rotate)")

@@ -3,6 +3,7 @@ before the layer), then each head's queries and each key/value head's keys and v
 low-rank value map's squeezed values when there is one), biases included."""
 from __future__ import annotations
 
+from ..ids import parse
 from .base import Kind, register
 from .cell import whole_row
 
@@ -51,8 +52,9 @@ def _project_explain(kind: str):
                                 f"v↓({cell.token(cell.at)})")
         src = step.inputs[0]
         who = cell.key_token(cell.at) if src == "context" or kind != "q" else cell.token(cell.at)
-        w_name = "W_UV" if src == "c_kv" else _W[kind][0]
-        who = f"c_kv({who})" if src == "c_kv" else who
+        latent = parse(src).kind in ("c_kv", "ckv_cache")   # rebuilt from the (cached) latent
+        w_name = "W_UV" if latent else _W[kind][0]
+        who = f"c_kv({who})" if latent else who
         return cell.project(cell.rows(src), _weight(cell, kind), w_name, who, _bias(cell, kind), _row(cell))
     return explain
 

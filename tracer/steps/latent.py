@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import rope
+from ..ids import parse
 from .base import Kind, register
 from .cell import whole_row
 from .scores import standard
@@ -28,7 +29,7 @@ def _m(cell) -> dict:
 
 def _raw(cell, src: str, w: np.ndarray) -> np.ndarray:
     """A row of src·w (float64) for the cell's token: what is normed or rotated next."""
-    return cell.rows(src)[cell.i].astype(np.float64) @ w
+    return cell.rows(src)[cell.at].astype(np.float64) @ w
 
 
 def cache_words(sc) -> str:
@@ -60,14 +61,14 @@ def _latent_explain(which: str):
         w, gain = (m["w_dq"], m["q_norm"]) if which == "c_q" else (m["w_dkv"], m["kv_norm"])
         src = cell.step.inputs[0]
         w_name = "W_DQ" if which == "c_q" else "W_DKV"
-        who = cell.token(cell.i)
+        who = cell.token(cell.at)
         cached = f"   ({cache_words(cell.scenario)})" if which == "c_kv" else ""
         if gain is None:
-            return cell.project(cell.rows(src), w, w_name, who) + cached
+            return cell.project(cell.rows(src), w, w_name, who, at=cell.at) + cached
         raw = _raw(cell, src, w)
         ms = float((raw * raw).mean())
         plus = f" + {m['eps']:g}" if m["eps"] else ""
-        dot = cell.dot(cell.rows(src)[cell.i], w[:, j])
+        dot = cell.dot(cell.rows(src)[cell.at], w[:, j])
         body = (f"= ({dot}) ÷ √({ms:.4g}{plus}) × {f(gain[j])} = {f(raw[j])} ÷ {np.sqrt(ms + m['eps']):.4g} × "
                 f"{f(gain[j])} = {f(cell.value)}").replace("-", "−")
         return (f"{body}   ({who}'s row through {w_name}, divided by its root mean square, times the gain"
@@ -77,7 +78,7 @@ def _latent_explain(which: str):
 
 def _row_sources(cell) -> dict:
     src = cell.step.inputs[0]
-    return whole_row(src, cell.i, cell.rows(src).shape[1])
+    return whole_row(src, cell.at, cell.rows(src).shape[1])
 
 
 register(Kind(
@@ -120,19 +121,19 @@ def _turned(cell, raw: np.ndarray, name: str) -> str:
 
 def _k_pe_explain(cell) -> str:
     raw = _raw(cell, cell.step.inputs[0], _m(cell)["w_kr"])
-    return _turned(cell, raw, f"({cell.token(cell.i)}·W_KR)") + "; shared by every head, cached"
+    return _turned(cell, raw, f"({cell.token(cell.at)}·W_KR)") + "; shared by every head, cached"
 
 
 def _q_pe_explain(cell) -> str:
     m, h = _m(cell), cell.step.head
     raw = _raw(cell, cell.step.inputs[0], cell.scenario.w_q[h][:, m["nope"]:])
-    return _turned(cell, raw, f"({cell.token(cell.i)}·W_QR)")
+    return _turned(cell, raw, f"({cell.token(cell.at)}·W_QR)")
 
 
 def _turned_sources(cell) -> dict:
     src = cell.step.inputs[0]
     i = rope.pair_of(cell.j, cell.rows(cell.step.id).shape[1], cell.scenario.rope["style"])
-    return {**whole_row(src, cell.i, cell.rows(src).shape[1]), "freqs": [(i, 0)]}
+    return {**whole_row(src, cell.at, cell.rows(src).shape[1]), "freqs": [(i, 0)]}
 
 
 _PE_WHY = ("Rotary positions cannot live in the latent: a rotated key depends on its position, and "
@@ -159,7 +160,7 @@ register(Kind("k_pe", "Rotary key (cached, shared)", ("token", "rope"), "input",
 def _q_nope_explain(cell) -> str:
     m, h = _m(cell), cell.step.head
     src = cell.step.inputs[0]
-    return cell.project(cell.rows(src), cell.scenario.w_q[h][:, :m["nope"]], "W_UQ", cell.token(cell.i))
+    return cell.project(cell.rows(src), cell.scenario.w_q[h][:, :m["nope"]], "W_UQ", cell.token(cell.at), at=cell.at)
 
 
 def _k_nope_explain(cell) -> str:
@@ -195,7 +196,7 @@ register(Kind("k_nope", "Keys, rebuilt", ("token", "nope"), "kv",
 def _q_latent_explain(cell) -> str:
     w_uk = cell.scenario.w_k[cell.step.head]
     q = cell.rows(cell.step.inputs[0])[cell.i]
-    return (f"= q_nope({cell.token(cell.i)})·W_UK[{cell.j}, :] = {cell.dot(q, w_uk[cell.j])} = {cell.f(cell.value)}   "
+    return (f"= q_nope({cell.token(cell.at)})·W_UK[{cell.j}, :] = {cell.dot(q, w_uk[cell.j])} = {cell.f(cell.value)}   "
             "(W_UK folded into the query: it now speaks the latent's language)")
 
 
@@ -233,3 +234,30 @@ register(Kind("absorbed", "Scores from the cache", ("query", "key"), "head", _AB
               explain=_absorbed_explain, sources=_absorbed_sources,
               inputs=lambda ctx, h: [ctx.sid("q_latent", h), "c_kv", ctx.sid("q_pe", h), "k_pe"],
               present=lambda ctx: _on(ctx) and standard(ctx)), after="q_latent")
+
+
+# ------------------------------------------------------------------ [decode]: the latent cache
+
+def _cache_explain(cell) -> str:
+    ref, f, key = parse(cell.step.id), cell.f, cell.key_token(cell.i)
+    src, earlier = cell.step.inputs
+    name = "c_kv" if cell.step.kind == "ckv_cache" else "k_pe"
+    if cell.i < ref.token:
+        return f"= {earlier}[{key}, {cell.j}] = {f(cell.value)}   (cached when {key} arrived: read, not recomputed)"
+    return (f"= {src}[{key}, {cell.j}] = {f(cell.value)}   (token {key}'s {name}, computed now and appended; "
+            f"{cache_words(cell.scenario)})")
+
+
+def _cache_sources(cell) -> dict:
+    src, earlier = cell.step.inputs
+    return {earlier if cell.i < parse(cell.step.id).token else src: [(cell.i, cell.j)]}
+
+
+for _name, _what, _width in (("ckv_cache", "Latent cache", "latent"), ("kpe_cache", "Rotary key cache", "rope")):
+    register(Kind(
+        _name, _what, ("key", _width), "cache",
+        "A decoder under latent attention caches only each token's latent c_kv and its rotary key k_pe: "
+        "a new token appends one row of each, and every head reads its scores from them directly (W_UK "
+        "absorbed into its query) and rebuilds the values it needs.",
+        formula=lambda ctx: "[cache; this token's row]", explain=_cache_explain, sources=_cache_sources,
+        inputs=lambda ctx, h: [], present=lambda ctx: _on(ctx) and ctx.dims.prompt is not None))

@@ -1,6 +1,7 @@
 """Comparing queries with keys: the raw scores, their scaling, and the mask."""
 from __future__ import annotations
 
+from ..ids import parse
 from ..masks import describe
 from .base import Kind, register
 
@@ -20,12 +21,19 @@ def _scores_explain(cell) -> str:
     return f"= {pair} = {cell.f(cell.value)}"
 
 
+_CACHED = {"ckv_cache": "c_kv", "kpe_cache": "k_pe"}   # a decoded token reads them from the cache
+
+
 def _latent_scores(cell) -> str:
-    q_nope, k_nope, q_pe, k_pe = (cell.rows(s) for s in cell.step.inputs)
+    """Latent attention: q_nope·k_nope + q_pe·k_pe, or (a decoded token) q_latent·c_kv + q_pe·k_pe
+    with the latent and the rotary key read from the cache."""
+    q1, k1, q2, k2 = (cell.rows(s) for s in cell.step.inputs)
+    n1, m1, n2, m2 = (_CACHED.get(parse(s).kind, parse(s).kind) for s in cell.step.inputs)
     i, j = cell.i, cell.j
     a, b = cell.names()
-    return (f"= q_nope({a})·k_nope({b}) + q_pe({a})·k_pe({b}) = {cell.dot(q_nope[i], k_nope[j])} + "
-            f"{cell.dot(q_pe[i], k_pe[j])} = {cell.f(cell.value)}   (content, then position)")
+    why = "absorbed: both read from the cache" if m1 == "c_kv" else "content, then position"
+    return (f"= {n1}({a})·{m1}({b}) + {n2}({a})·{m2}({b}) = {cell.dot(q1[i], k1[j])} + "
+            f"{cell.dot(q2[i], k2[j])} = {cell.f(cell.value)}   ({why})")
 
 
 def _scores_sources(cell) -> dict:

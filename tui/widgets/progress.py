@@ -56,7 +56,15 @@ def timeline(trace, step) -> Text | None:
         style = "bold reverse" if lit else ("dim" if ref.token is None or i > ref.token else "")
         out.append(name, style=style)
         out.append(" | " if i == p - 1 else " ")
-    if ref.prefill:
+    m = trace.scenario.mla
+    if m is not None:   # latent attention: the cache is c_kv and k_pe, said in numbers
+        rows = p if ref.prefill else ref.token + 1
+        size = (f"{rows} rows of {m['rank']} + {m['rope']} = {rows * (m['rank'] + m['rope'])} numbers (multi-head "
+                f"attention's keys and values: {rows * 2 * trace.scenario.heads * trace.scenario.d_v})")
+        what = (f"prefill: the prompt's {p} tokens at once; their c_kv and k_pe start the cache" if ref.prefill else
+                f"token {ref.token} ({tokens[ref.token]}) alone: its c_kv and k_pe appended")
+        out.append(f"\n{what}; the cache holds {size}")
+    elif ref.prefill:
         out.append(f"\nprefill: the prompt's {p} tokens at once (a causal trace); their keys and values "
                    "start the cache")
     else:
