@@ -74,3 +74,24 @@ async def test_a_checkpoint_layer_of_each_mechanism_steps_through_and_explains(c
         await pilot.press("a")
         await settle(pilot)
         assert app.screen.trace is not None and "error" not in status_text(app)
+
+
+@pilot_test
+async def test_a_deepseek_layer_steps_through_its_latent_and_absorbed_form(tmp_path):
+    """DeepSeek-V3's layout (compressed queries, yarn): the latent, the rotary key and the absorbed
+    scores are on screen and explained, and the arithmetic swaps live."""
+    pytest.importorskip("transformers")
+    import tiny_checkpoints as tc
+    from test_deepseek import VARIANTS, _build
+    from tui.widgets.cell_info import CellInfo
+    from tui_helpers import go_to
+    _build(*VARIANTS["v3"], tmp_path, seed=2)
+    async with opened(tracer.from_model(tmp_path, tc.TEXT, 2), size=(140, 40)) as (app, pilot):
+        for sid, words in (("c_q", "root mean square"), ("c_kv", "numbers to the cache"), ("k_pe", "shared by every head"),
+                           ("h3.q_pe", "position"), ("h3.absorbed", "the same score, read straight from the cache")):
+            await go_to(pilot, sid)
+            story = " ".join(str(app.screen.query_one(CellInfo).render()).split())
+            assert words in story, (sid, story)
+        await pilot.press("a")
+        await settle(pilot)
+        assert app.screen.step_id == "h3.absorbed" and app.screen.trace.arithmetic.preset == "by-hand"
