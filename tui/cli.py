@@ -191,9 +191,53 @@ def cmd_list(args) -> int:
     return 0
 
 
+def _drawn_cells(args) -> int | None:
+    """Every step's cells for a scenario file with a [random] section, from its sizes alone (its
+    arrays are not drawn): what a text refusal needs, found in a moment where drawing a GPT-3-size
+    layer takes seconds. None for any other scenario, or when --step picks the steps."""
+    if args.model is not None or args.step or not isinstance(args.scenario, str) or args.text or args.layer:
+        return None
+    from tracer.arithmetic import parse_set, resolve
+    from tracer.plans import cells
+    from tracer.scenario import generated
+    from tracer.scenario.files import read_toml, resolve_path
+    from tracer.steps import Dims
+    data = read_toml(resolve_path(args.scenario))
+    if not isinstance(data, dict) or not isinstance(data.get("random"), dict) or "decode" in data:
+        return None
+    try:
+        d = generated.dims(data["random"])
+        keys = {**(data.get("defaults") or {}), **parse_set(list(args.set))}
+        arithmetic = resolve(args.arithmetic or data.get("arithmetic", "exact"), keys)
+    except ScenarioError:
+        return None   # the run itself says what is wrong, naming the file
+    mask = data.get("mask", "none")
+    dims = Dims(n=d["n"], d_model=d["d_model"], heads=d["heads"], d_k=d["d_k"], d_v=d["d_v"],
+                d_out=d["d_out"] or d["heads"] * d["d_v"], output=bool(d["d_out"]))
+    head, layer = cells(dims, arithmetic, mask if isinstance(mask, str) else "causal")
+    return d["heads"] * head + layer
+
+
+def _refuse_text(cells: int, show: bool, name: str = "") -> None:
+    from tracer.export import TEXT_CELLS
+    limit = TEXT_CELLS["csv"] if show else TEXT_CELLS.get(name, cells)
+    if cells <= limit:
+        return
+    if show:
+        raise ScenarioError("--full", f"printing {cells:,} numbers (about {cells * 12 / 2**30:.1f} GiB of text) is more "
+                            "than a text table should hold; expected fewer steps (--step) or an npz export")
+    from tracer.export import BYTES_PER_CELL
+    raise ScenarioError("--format", f"a {name} export of {cells:,} numbers (about {cells * BYTES_PER_CELL[name] / 2**30:.1f} "
+                        "GiB) is more than a text format should hold; expected npz, or fewer steps (--step)")
+
+
 def cmd_show(args) -> int:
     from tui.tables import given_lines, lesson_text, step_lines
-    from tracer.export import TEXT_CELLS, selected_steps
+    from tracer.export import selected_steps
+    if args.full and not args.given:   # a generated layer too big to print: said before it is drawn
+        early = _drawn_cells(args)
+        if early is not None:
+            _refuse_text(early, show=True)
     trace = _trace(args)
     _warn(trace)
     if args.explain:
@@ -209,9 +253,7 @@ def cmd_show(args) -> int:
     cells = sum(s.shape[0] * s.shape[1] for s in steps) if args.full else 0
     cells += (sc.x.size + sum(w.size for w in (sc.w_q, sc.w_k, sc.w_v, sc.w_o) if w is not None)
               if args.full and args.given else 0)
-    if cells > TEXT_CELLS["csv"]:  # what export refuses as text is refused here too, before computing
-        raise ScenarioError("--full", f"printing {cells:,} numbers (about {cells * 12 / 2**30:.1f} GiB of text) is more "
-                            "than a text table should hold; expected fewer steps (--step) or an npz export")
+    _refuse_text(cells, show=True)   # what export refuses as text is refused here too, before computing
     ar = trace.arithmetic
     layer = f"; layer {sc.model['layer']} of {sc.model['layers']}" if sc.model else ""  # as the heads overview says
     layer += f": {sc.model['kind']}" if sc.model and sc.model.get("kind") else ""
@@ -241,6 +283,10 @@ def cmd_export(args) -> int:
             raise ScenarioError("--figure", f"expected a picture format (svg or png) with a figure, got {name}")
         from tracer.figures import check_kind
         check_kind(args.figure)
+    if name not in PICTURES:   # a generated layer too big for a text format: said before it is drawn
+        early = _drawn_cells(args)
+        if early is not None:
+            _refuse_text(early, show=False, name=name)
     trace = _trace(args)
     _warn(trace)
     path = write_export(trace, args.output, args.format, args.step, blank=args.blank,
