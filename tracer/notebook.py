@@ -46,6 +46,8 @@ def trace_repr(trace) -> str:
 
 def scenario_repr(sc) -> str:
     grouped = f", {sc.groups} key/value groups" if sc.groups < sc.heads else ""
+    if sc.mla is not None:   # d_k = nope + rope, the scale's width
+        grouped = f", latent attention (rank {sc.mla['rank']}, {sc.mla['nope']} + {sc.mla['rope']} rotary)"
     mask = sc.mask if isinstance(sc.mask, str) else "given"
     return (f"<Scenario {sc.name}: {sc.n} tokens, d_model {sc.x.shape[1]}, {sc.heads} head{'s' if sc.heads != 1 else ''} "
             f"of d_k {sc.w_q.shape[2]}{grouped}, mask {mask}>")
