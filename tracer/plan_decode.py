@@ -84,7 +84,6 @@ def _token(ctx: Context, t: int, formulas: dict) -> list[Step]:
                    step_id({"k_cache": "k_rot" if dims.rope else "k", "v_cache": "v"}[kind], **scope, prefill=True))
         return add(kind, [ctx.source(), earlier], **scope)
 
-    softmax = ctx.arithmetic.normalize == "softmax"
     zs = []
     for h in range(dims.heads):
         g = h // per
@@ -93,16 +92,21 @@ def _token(ctx: Context, t: int, formulas: dict) -> list[Step]:
         q = add("q", [ctx.source()], h)
         if dims.rope:
             q = add("q_rot", [q], h)
-        s = add("scores", [q, kc], h)
-        s = add("scaled", [s], h)
-        if softmax:
-            e = add("exp", [s], h)
-            w = add("weights", [e, add("sums", [e], h)], h)
-        else:
-            w = add("weights", [s], h)
-        zs.append(add("z", [w, vc], h))
+        zs.append(_attend(ctx, add, h, [q, kc], lambda: vc))
     _layer(ctx, zs, add)
     return steps
+
+
+def _attend(ctx: Context, add, h: int, factors: list[str], values) -> str:
+    """A decoded token's row of head h: scores from `factors`, scaled, the softmax's steps (or
+    relu's), then z over the values (`values()` adds their step when they have one): z's id."""
+    s = add("scaled", [add("scores", factors, h)], h)
+    if ctx.arithmetic.normalize == "softmax":
+        e = add("exp", [s], h)
+        w = add("weights", [e, add("sums", [e], h)], h)
+    else:
+        w = add("weights", [s], h)
+    return add("z", [w, values()], h)
 
 
 def _layer(ctx: Context, zs: list[str], add) -> None:
@@ -123,7 +127,7 @@ def _latent_token(ctx: Context, t: int, add) -> None:
     """A decoded token under latent attention: the cache grows by its c_kv and k_pe row; each head
     makes its query, absorbs W_UK into it and reads the scores straight from the cache."""
     from .steps.latent import q_source
-    dims, softmax = ctx.dims, ctx.arithmetic.normalize == "softmax"
+    dims = ctx.dims
     rank, rope, *_ = dims.mla
     heads, d_v = dims.heads, dims.d_v
     before = lambda kind: "c_kv" if t == dims.prompt else step_id(kind, token=t - 1)  # noqa: E731
@@ -136,12 +140,5 @@ def _latent_token(ctx: Context, t: int, add) -> None:
     for h in range(heads):
         q = add("q_nope", [q_source(ctx)], h)
         qp = add("q_pe", [q_source(ctx), "freqs"], h)
-        s = add("scores", [add("q_latent", [q], h), c, qp, p], h)
-        s = add("scaled", [s], h)
-        if softmax:
-            e = add("exp", [s], h)
-            w = add("weights", [e, add("sums", [e], h)], h)
-        else:
-            w = add("weights", [s], h)
-        zs.append(add("z", [w, add("v", [c], h)], h))
+        zs.append(_attend(ctx, add, h, [add("q_latent", [q], h), c, qp, p], lambda: add("v", [c], h)))
     _layer(ctx, zs, add)
