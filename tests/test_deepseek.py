@@ -311,3 +311,15 @@ def test_a_few_heads_of_a_latent_layer(built):
         for kind in ("k_nope", "v", "scores", "weights", "z"):
             np.testing.assert_allclose(part[f"h{new}.{kind}"], whole[f"h{old}.{kind}"], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(part["c_kv"], whole["c_kv"], rtol=1e-12)
+
+
+def test_a_biased_latent_projection_is_refused_in_one_line(built, tmp_path, capsys):
+    folder, _, _ = built
+    from safetensors.numpy import load_file, save_file
+    shutil.copytree(folder, tmp_path / "b")
+    tensors = load_file(str(folder / "model.safetensors"))
+    width = tensors["model.layers.1.self_attn.kv_a_proj_with_mqa.weight"].shape[0]
+    tensors["model.layers.1.self_attn.kv_a_proj_with_mqa.bias"] = np.zeros(width, np.float32)
+    save_file(tensors, str(tmp_path / "b" / "model.safetensors"))
+    _refused(capsys, ["show", "--model", str(tmp_path / "b"), "--text", tc.TEXT, "--layer", "1"], "attention_bias",
+             "expected false for a traced latent attention layer")

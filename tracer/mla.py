@@ -43,7 +43,7 @@ def gqa_groups(heads: int) -> int:
 def inputs(run, K, got: dict) -> dict:
     """What every head shares, computed once: the compressed queries c_q (when the scenario has
     them), the latent c_kv and the rotary key k_pe (the two a decoder caches)."""
-    sc, dt, m = run.scenario, run.dtype, run.scenario.mla
+    dt, m = run.dtype, run.scenario.mla
     src = got.get("norm_in", run.x)
     out = {}
     if m["w_dq"] is not None:
