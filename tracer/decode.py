@@ -120,9 +120,6 @@ def compute(run, run_trace) -> tuple[dict, Decoded, bool]:
     from . import kernels, rope
     from .numpy_engine import layer_norm
     sc, a, dt, p = run.scenario, run.arithmetic, run.dtype, run.scenario.decode
-    if sc.mla is not None:   # the cache holds the latent and the rotary key (mla.py)
-        from . import mla
-        return mla.decode(run, run_trace)
     arrays, pre = prefill(run, run_trace)
     d = Decoded(sc, dt, sc.rope is not None)
     for g in range(sc.groups):   # the cache starts as the prompt's keys (turned) and values

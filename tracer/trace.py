@@ -238,8 +238,9 @@ class Trace:
         """A [decode] run: everything at once the first time (prefill, then token by token); a
         decoded token's step is a view of the packed arrays, made when it is asked for."""
         if self._decoded is None:
-            from . import decode
-            arrays, self._decoded, finite = decode.compute(self, run)   # run: the prefill's trace
+            from . import decode, mla   # under latent attention the cache is c_kv and k_pe (mla.py)
+            compute_ = mla.decode if self.scenario.mla is not None else decode.compute
+            arrays, self._decoded, finite = compute_(self, run)   # run: the prefill's trace
             self._record(arrays)
             if not finite:
                 overflow(self, [s for s in self.steps if parse(s.id).token is not None])
