@@ -14,12 +14,19 @@ BIAS = 127
 PAIRS = np.stack([E2M1[np.arange(256) & 0x0F], E2M1[np.arange(256) >> 4]], axis=1)   # a byte → its two values
 
 
+POWERS = np.ldexp(1.0, np.arange(256) - BIAS)   # a scale byte → its power of two (exact in float64)
+
+
 def dequantize(blocks: np.ndarray, scales: np.ndarray) -> np.ndarray:
     """blocks (… × out × groups × 16 uint8) and scales (… × out × groups uint8) → … × in × out
-    float64 (in = groups·32), transposed as the module stores the matrix."""
-    values = PAIRS[blocks].reshape(blocks.shape[:-1] + (BLOCK,))    # one look-up a byte, low nibble first
-    values *= np.ldexp(1.0, scales.astype(np.int32) - BIAS)[..., None]
-    return np.swapaxes(values.reshape(blocks.shape[:-2] + (-1,)), -1, -2)
+    float64 (in = groups·32), transposed as the module stores the matrix (a view of out × in)."""
+    from ..kernels.mxfp4 import dequantize_rows
+    lead, groups = blocks.shape[:-2], blocks.shape[-2]
+    rows = int(np.prod(lead, dtype=np.int64))
+    out = np.empty((rows, groups * BLOCK), np.float64)
+    dequantize_rows(np.ascontiguousarray(blocks).reshape(rows, groups, BLOCK // 2),
+                    np.ascontiguousarray(scales).reshape(rows, groups), PAIRS, POWERS, out)
+    return np.swapaxes(out.reshape(lead + (groups * BLOCK,)), -1, -2)
 
 
 def check(tensors, name: str, shape: tuple) -> None:
