@@ -158,22 +158,76 @@ def test_mscale_in_the_scale():
     assert deepseek.scale(cfg) == pytest.approx(m * m / math.sqrt(10), rel=1e-15)
 
 
-def test_fp8_weights_refused_by_tensor_and_dtype(built, tmp_path, capsys):
-    """DeepSeek-V3's published weights are float8_e4m3 blocks with weight_scale_inv beside them."""
-    folder, _, _ = built
+def test_e4m3_against_torch_for_every_code():
+    from tracer.models.fp8 import E4M3
+    want = torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn).to(torch.float64).numpy()
+    np.testing.assert_array_equal(E4M3, want)   # NaN where torch has NaN (0x7F, 0xFF), every other value exact
+
+
+FP8_BLOCK = (8, 4)
+
+
+def _to_fp8(folder, dst, block=FP8_BLOCK, drop_scale: str | None = None, bad_scale: str | None = None):
+    """The checkpoint with every attention and MLP matrix stored as DeepSeek-V3 publishes them:
+    float8 e4m3 codes and weight_scale_inv per block (amax ÷ 448), config.json saying so. Returns
+    the dequantized matrices by name, computed here with torch (the reference)."""
     from safetensors.torch import load_file, save_file
-    tensors = load_file(str(folder / "model.safetensors"))
+    shutil.copytree(folder, dst)
+    tensors, exact = load_file(str(folder / "model.safetensors")), {}
+    for name in [n for n in tensors if n.endswith("proj.weight") and ".layers." in n]:
+        w = tensors[name].double()
+        rows, cols = -(-w.shape[0] // block[0]), -(-w.shape[1] // block[1])
+        scale = torch.zeros(rows, cols, dtype=torch.float32)
+        for r in range(rows):
+            for c in range(cols):
+                part = w[r * block[0]:(r + 1) * block[0], c * block[1]:(c + 1) * block[1]]
+                scale[r, c] = max(part.abs().max().item(), 1e-12) / 448
+        big = scale.double().repeat_interleave(block[0], 0)[: w.shape[0]].repeat_interleave(block[1], 1)[:, : w.shape[1]]
+        codes = (w / big).to(torch.float8_e4m3fn)
+        exact[name] = codes.double() * big
+        tensors[name] = codes
+        if name != drop_scale:
+            tensors[name + "_scale_inv"] = scale if name != bad_scale else scale[:1]
+    save_file(tensors, str(dst / "model.safetensors"))
+    data = json.loads((folder / "config.json").read_text())
+    data["quantization_config"] = dict(quant_method="fp8", fmt="e4m3", weight_block_size=list(block),
+                                       activation_scheme="dynamic")
+    (dst / "config.json").write_text(json.dumps(data))
+    return exact
+
+
+def test_fp8_blocks_dequantized_as_read(built, tmp_path):
+    """Every layer of an FP8 folder equals transformers' forward with the same dequantized weights."""
+    import tracer
+    folder, _, _ = built
+    exact = _to_fp8(folder, tmp_path / "f")
+    from safetensors.torch import load_file, save_file
+    shutil.copytree(folder, tmp_path / "deq")   # the same weights, dequantized, for transformers to load
+    tensors = {k: v.double() for k, v in load_file(str(folder / "model.safetensors")).items()}
+    save_file({**tensors, **exact}, str(tmp_path / "deq" / "model.safetensors"))
+    cls = type(transformers.AutoConfig.from_pretrained(folder)).__name__.removesuffix("Config")
+    model = getattr(transformers, cls + "ForCausalLM").from_pretrained(tmp_path / "deq", attn_implementation="eager")
+    with torch.no_grad():   # (float32: transformers' experts take no float64)
+        out = model(torch.tensor([IDS]), output_hidden_states=True, output_attentions=True)
+    read = Tensors(tmp_path / "f")
+    for name, w in exact.items():   # the dequantization itself: exact, against torch's
+        np.testing.assert_array_equal(read[name], w.numpy(), err_msg=name)
+    cfg = read_config(tmp_path / "f")
+    for layer in (0, cfg.layers - 1):
+        _close(_stream(Tensors(tmp_path / "f"), cfg, IDS, layer), out.hidden_states[layer][0].numpy(), f"x of layer {layer}")
+        trace, _ = _traced(tmp_path / "f", layer)
+        _close(np.stack([trace[f"h{h}.weights"] for h in range(cfg.heads)]), out.attentions[layer][0].numpy(),
+               f"weights of layer {layer}")
+    assert tracer.from_model(tmp_path / "f", tc.TEXT, 1).heads == cfg.heads
+
+
+@pytest.mark.parametrize("damage,words", [("drop", ("has dtype F8_E4M3; expected float64",)),
+                                          ("bad", ("weight_scale_inv: has shape", "one scale per 8 × 4 block"))])
+def test_fp8_without_its_scales_refused_by_tensor(built, tmp_path, capsys, damage, words):
+    folder, _, _ = built
     name = "model.layers.0.self_attn.kv_b_proj.weight"
-    tensors[name] = tensors[name].to(torch.float8_e4m3fn)
-    tensors[name.replace(".weight", ".weight_scale_inv")] = torch.ones(1, 1)
-    save_file(tensors, str(tmp_path / "model.safetensors"))
-    (tmp_path / "config.json").write_text((folder / "config.json").read_text())
-    cfg = read_config(tmp_path)
-    with pytest.raises(ScenarioError, match=f"model.safetensors: {name}: has dtype F8_E4M3; expected float64"):
-        deepseek.check_all(Tensors(tmp_path), cfg, 1)
-    for tok in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(folder / tok, tmp_path / tok)
-    _refused(capsys, ["show", "--model", str(tmp_path), "--text", tc.TEXT, "--layer", "1"], name, "F8_E4M3")
+    _to_fp8(folder, tmp_path / "f", **{("drop_scale" if damage == "drop" else "bad_scale"): name})
+    _refused(capsys, ["show", "--model", str(tmp_path / "f"), "--text", tc.TEXT, "--layer", "1"], name, *words)
 
 
 def _refused(capsys, argv, *words):

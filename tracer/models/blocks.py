@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ScenarioError
-from . import mxfp4
+from . import fp8, mxfp4
 from .config import Config
 from .weights import DTYPES, Tensors
 
@@ -115,7 +115,9 @@ def check_shapes(tensors: Tensors, cfg: Config, want: dict) -> None:
             mxfp4.check(tensors, name, shape)
             continue
         got, dtype = tensors.shape(name), tensors.dtype(name)
-        if dtype not in DTYPES:
+        if dtype == fp8.DTYPE and fp8.scale_name(name) in tensors:   # fine-grained FP8 blocks
+            fp8.check(tensors, name, shape)
+        elif dtype not in DTYPES:
             raise ScenarioError(name, f"has dtype {dtype}; expected float64, float32, float16 or bfloat16 weights",
                                 tensors.where(name))
         if got != shape:

@@ -15,6 +15,7 @@ import numpy as np
 from .. import memory
 from ..errors import ScenarioError
 from ..readfile import regular
+from . import fp8
 from .packages import require
 
 INDEX = "model.safetensors.index.json"
@@ -22,7 +23,7 @@ INDEX_BYTES = 64 * 2**20               # an index is megabytes
 SINGLE = "model.safetensors"
 NUMPY_DTYPES = ("F64", "F32", "F16")   # what safetensors hands to NumPy itself; BF16 is read here
 DTYPES = NUMPY_DTYPES + ("BF16",)
-ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 4}   # bytes a cell takes before float64 (BF16: widened)
+ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 4, "F8_E4M3": 1}   # bytes a cell takes before float64 (BF16: widened)
 
 
 class Tensors:
@@ -103,6 +104,11 @@ class Tensors:
         are read from the file (an embedding matrix is never loaded whole). Its size is checked
         against the memory left before, its values (all finite) after."""
         path, shape, dtype = self._file(name), self._shapes[name], self._dtypes[name]
+        if dtype == fp8.DTYPE and fp8.scale_name(name) in self:   # fine-grained FP8 (DeepSeek-V3, Qwen3-FP8)
+            fp8.check(self, name, shape)
+            codes = self._words(path, name, "u1")
+            codes = codes[:] if ids is None else codes[np.asarray(ids)]
+            return _finite(name, fp8.dequantize(codes, self[fp8.scale_name(name)], fp8.block(self), ids), path, ids)
         if dtype not in DTYPES:
             raise ScenarioError(name, f"has dtype {dtype}; expected float64, float32, float16 or bfloat16 weights",
                                 str(path))
@@ -111,7 +117,7 @@ class Tensors:
         if not memory.fits(need):
             raise ScenarioError(name, f"has shape {shape}: reading it {memory.shortfall(need)}", str(path))
         if dtype == "BF16":
-            raw = self._bf16(path, name)
+            raw = self._words(path, name, "<u2")
             if ids is None:
                 return _finite(name, _widen_bf16(raw, self._buffer(name, shape)), path)
             return _finite(name, _widen_bf16(raw[np.asarray(ids)]), path, ids)
@@ -144,16 +150,17 @@ class Tensors:
                                 "of the layers read", str(self.folder))
         return self.folder / self._where[name]
 
-    def _bf16(self, path: Path, name: str) -> np.ndarray:
-        """The tensor's bytes, memory-mapped as 16-bit words (NumPy has no bfloat16); the file was
-        checked whole when opened, so its header and offsets are sound."""
+    def _words(self, path: Path, name: str, word: str) -> np.ndarray:
+        """The tensor's bytes, memory-mapped as `word`s (NumPy has no bfloat16 or float8: 16-bit
+        and 8-bit unsigned words); the file was checked whole when opened, so its header and
+        offsets are sound."""
         if path not in self._offsets:
             with open(path, "rb") as f:
                 size = struct.unpack("<Q", f.read(8))[0]
                 self._offsets[path] = 8 + size, json.loads(f.read(size))
         data, header = self._offsets[path]
         start, _ = header[name]["data_offsets"]
-        return np.memmap(path, dtype="<u2", mode="r", offset=data + start, shape=self._shapes[name])
+        return np.memmap(path, dtype=word, mode="r", offset=data + start, shape=self._shapes[name])
 
 
 def _finite(name: str, a: np.ndarray, path: Path, ids=None) -> np.ndarray:
