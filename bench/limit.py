@@ -4,7 +4,9 @@ The limit of a trace is the fewest GEMM FLOPs its layer needs (the projections, 
 weight products over the causal triangle only: `bench.cases.flops`) at the best GEMM rate reached
 here (a 2048³ float32 matrix product, PyTorch when installed, else NumPy), plus the trace's bytes at
 the rate memory takes writes (`fill` over a buffer touched beforehand). The contenders run in turn,
-one of each per round; the figure is the median trace time ÷ the limit.
+one of each per round; the figure is the median trace time ÷ the limit. A second limit adds the
+masked half of the score product: the `scores` step records q·k for every pair, masked or not
+(the mask is its own step), so a full trace cannot skip it.
 
     python -m bench.limit                 # gpt2_small (standard and online), then 4096 tokens
     python -m bench.limit --case gpt2_small --reps 9
@@ -47,11 +49,13 @@ def contenders(case: str, algorithm: str):
     kw = dict(algorithm="online", block=64) if algorithm == "online" else {}
     run = lambda: tracer.run(sc, dtype="float32", lazy=False, **kw)   # noqa: E731
     held = run().held_bytes()
-    return run, flops(sc, causal=True), held
+    # the `scores` step holds q·k of every pair, masked or not: the masked half is work a trace must do
+    shown = 2 * sc.heads * (sc.n * sc.n - sc.n * (sc.n + 1) / 2) * sc.d_k if algorithm == "standard" else 0.0
+    return run, flops(sc, causal=True), held, shown
 
 
 def measure(case: str, algorithm: str, reps: int) -> dict:
-    trace, work, held = contenders(case, algorithm)
+    trace, work, held, shown = contenders(case, algorithm)
     mm, mm_flops = gemm()
     fill = writer()
     calls = {"trace": trace, "gemm": mm, "write": fill}
@@ -69,16 +73,20 @@ def measure(case: str, algorithm: str, reps: int) -> dict:
     write_rate = WRITE_BYTES / min(times["write"])
     limit = work / rate + held / write_rate
     t = statistics.median(times["trace"])
+    full = limit + shown / rate
     return dict(case=case, algorithm=algorithm, trace=t, limit=limit, ratio=t / limit, gflops=rate / 1e9,
-                gbps=write_rate / 1e9, compute=work / rate, write=held / write_rate, mib=held / 2 ** 20)
+                gbps=write_rate / 1e9, compute=work / rate, write=held / write_rate, mib=held / 2 ** 20,
+                full=full, full_ratio=t / full)
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| trace | time | limit = GEMM FLOPs + bytes written | ratio |", "| --- | --- | --- | --- |"]
+    lines = ["| trace | time | limit = GEMM FLOPs + bytes written | ratio | with every pair's score | ratio |",
+             "| --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         lines.append(f"| {r['case']} {r['algorithm']} | {r['trace'] * 1e3:.1f} ms | {r['limit'] * 1e3:.1f} ms = "
                      f"{r['compute'] * 1e3:.1f} ms at {r['gflops']:.0f} GFLOP/s + {r['mib']:.0f} MiB at "
-                     f"{r['gbps']:.1f} GB/s ({r['write'] * 1e3:.1f} ms) | {r['ratio']:.2f} |")
+                     f"{r['gbps']:.1f} GB/s ({r['write'] * 1e3:.1f} ms) | {r['ratio']:.2f} | {r['full'] * 1e3:.1f} ms | "
+                     f"{r['full_ratio']:.2f} |")
     return "\n".join(lines)
 
 
