@@ -132,3 +132,43 @@ def test_float32_noise_is_not_written_as_fractions():
     a = np.random.default_rng(1).standard_normal((32, 32)).astype(np.float32) * 10
     scale = Scale(a, True, tolerance(np.float32))
     assert not any("/" in scale.text(v) for v in a.ravel())
+
+
+@pilot_test
+async def test_kept_lines_follow_every_change_of_what_is_drawn():
+    """Drawn lines are kept between frames: a new array of the same shape, lit cells, hidden cells
+    and the cursor each show at once, and what is not drawn from them (a border) costs no redraw."""
+    app = One()
+    async with app.run_test(size=(60, 12)) as pilot:
+        view = app.query_one(MatrixView)
+        view.show(np.full((3, 3), 2.0), labels(3), labels(3))
+        await pilot.pause()
+        assert drawn(view)[1] == ["t1", "2", "2", "2"]
+        view.show(np.full((3, 3), 5.0), labels(3), labels(3))   # same shape: no re-layout
+        await pilot.pause()
+        assert drawn(view)[1] == ["t1", "5", "5", "5"]
+        view.set_hidden(np.eye(3, dtype=bool))
+        await pilot.pause()
+        assert drawn(view)[2] == ["t2", "5", "?", "5"]
+        lit = list(view.render_line(3))
+        view.set_lit([(2, 0)])
+        await pilot.pause()
+        assert list(view.render_line(3)) != lit   # the lit cell's colour
+        redrawn = []
+        view.refresh = lambda *a, **k: redrawn.append((a, k))
+        view._mark_more()
+        view._clip_title()
+        assert redrawn == []                    # the same border text set again draws nothing
+
+
+@pilot_test
+async def test_an_app_leaves_nothing_frozen_when_it_ends():
+    """The app sets aside what is alive once a trace is shown (gc.freeze: collections stay short);
+    when it ends, all of it is collectable again, as a process that runs many apps needs."""
+    import gc
+
+    from tui_helpers import opened
+    async with opened("by_hand", None, {}) as (app, pilot):
+        await pilot.pause()
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0

@@ -81,6 +81,7 @@ class RunMixin:
         self.trace = message.trace
         self.query_one(StatusBar).say("")
         self.show_step(self.step_id if self.step_id in self.trace else "x", self.cell)
+        self.call_after_refresh(self.app.keep_what_is_alive)
 
     def on_failed(self, message: Failed) -> None:
         self._fail(message.error, message.fallback)
@@ -117,6 +118,7 @@ class RunMixin:
         self._note = ""
         step_id, cell = self.quiz_loaded(old, step_id, cell)
         self.show_step(step_id, cell)
+        self.call_after_refresh(self.app.keep_what_is_alive)
 
     # ------------------------------------------------------------ a step of a lazy head
     def go(self, step_id: str, cell: tuple[int, int] | None = None) -> None:

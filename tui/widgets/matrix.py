@@ -65,6 +65,10 @@ class MatrixView(ScrollView):
         self.fractions = True
         self.hidden: np.ndarray | None = None  # True where a cell is drawn blank (a quiz, an unreached step)
         self.hide_text = "?"
+        # drawn lines by (line, scroll, width, cursor): a border's title or count changing after a
+        # re-layout draws the whole panel again, and it is the same lines
+        self._lines: dict[tuple, Strip] = {}
+        self._borders: dict[str, str] = {}   # the border texts last set (see _set_border)
 
     # ------------------------------------------------------------ feeding it
     def show(self, array: np.ndarray, row_labels: list[str], col_labels: list[str], *, title: str = "",
@@ -90,21 +94,28 @@ class MatrixView(ScrollView):
             self.cursor = cursor
         self.set_lit(lit)
         # the screen is laid out again only when this panel's size changed (a re-layout redraws all)
-        self.refresh(layout=before != (self.virtual_size, self._title_w))
-        self.call_after_refresh(self._mark_more)
-        self.call_after_refresh(self.reveal, *(self.cursor if self.has_cursor else self._first_lit()))
+        resized = before != (self.virtual_size, self._title_w)
+        self._redraw(layout=resized)
+        if not resized:   # scrolled and marked now, so that the panel is drawn once, not twice
+            self._reveal_and_mark()
+        self.call_after_refresh(self._reveal_and_mark)
+
+    def _reveal_and_mark(self) -> None:
+        self.reveal(*(self.cursor if self.has_cursor else self._first_lit()))
+        self._mark_more()
 
     def release(self) -> None:
         """Forgets the array (a hidden panel must not keep a closed scenario's memory alive)."""
         if self.array.size:
             self.array, self.hidden, self.lit = np.zeros((0, 0)), None, set()
             self.scale = Scale(self.array, True)
+            self._lines.clear()
 
     def set_lit(self, cells) -> None:
         self.lit = set(cells)
         self._lit_rows = {r for r, _ in self.lit}
         self._lit_cols = {c for _, c in self.lit}
-        self.refresh()
+        self._redraw()
 
     def natural(self, tight: bool = False) -> Size:
         """The panel's outer size with nothing cut: labels, every cell, the border, the title; or
@@ -119,7 +130,7 @@ class MatrixView(ScrollView):
 
     def set_hidden(self, hidden: np.ndarray | None) -> None:
         self.hidden = hidden
-        self.refresh()
+        self._redraw()
 
     def is_hidden(self, row: int, col: int) -> bool:
         return self.hidden is not None and bool(self.hidden[row, col])
@@ -156,12 +167,11 @@ class MatrixView(ScrollView):
 
     def _clip_title(self) -> None:
         room = self.size.width - 4 if self.size.width else len(self.full_title)   # the corners and a space each side
-        self.border_title = clip(self.full_title, room)
+        _set_border(self, "border_title", clip(self.full_title, room))
 
     def on_resize(self) -> None:
         self._clip_title()
-        self.reveal(*(self.cursor if self.has_cursor else self._first_lit()))
-        self._mark_more()
+        self._reveal_and_mark()
 
     def watch_scroll_x(self, old: float, new: float) -> None:
         super().watch_scroll_x(old, new)
@@ -176,7 +186,7 @@ class MatrixView(ScrollView):
         a thin scrollbar alone is easy to miss, and a student must know the matrix goes on."""
         rows, cols = self.array.shape
         if not self.array.size or not self.size.width:
-            self.border_subtitle = ""
+            _set_border(self, "border_subtitle", "")
             return
         width, height = self._view()
         x, y = (round(v) for v in self.scroll_offset)
@@ -185,7 +195,7 @@ class MatrixView(ScrollView):
         above, below = y, max(0, rows - y - height)
         marks = [f"◂ {left}" if left else "", f"{right} more ▸" if right else "",
                  f"▴ {above}" if above else "", f"{below} more ▾" if below else ""]
-        self.border_subtitle = "  ".join(m for m in marks if m)
+        _set_border(self, "border_subtitle", "  ".join(m for m in marks if m))
 
     # ------------------------------------------------------------ the cursor
     def move_to(self, row: int, col: int) -> None:
@@ -218,7 +228,21 @@ class MatrixView(ScrollView):
         self.move_to(offset.y - 1 + y, (offset.x - self._label_w + x) // self.cell_width)
 
     # ------------------------------------------------------------ drawing
+    def _redraw(self, layout: bool = False) -> None:
+        """What is drawn changed: every line is drawn anew (not a title's change, nor a scroll)."""
+        self._lines.clear()
+        self.refresh(layout=layout)
+
     def render_line(self, y: int) -> Strip:
+        key = (y, self.scroll_offset, self.scrollable_content_region.width, self.cursor)
+        strip = self._lines.get(key)
+        if strip is None:
+            if len(self._lines) > 4 * max(1, self.size.height):
+                self._lines.clear()
+            strip = self._lines[key] = self._render_line(y)
+        return strip
+
+    def _render_line(self, y: int) -> Strip:
         width, _ = self._view()
         full = self.scrollable_content_region.width
         rows, cols = self.array.shape
@@ -248,6 +272,13 @@ class MatrixView(ScrollView):
                          else HIDDEN if blank else scale.style(value))
                 cells.append((_fit(self.hide_text if blank else scale.text(value), cw - 1).rjust(cw), style))
         return Strip(corner + _visible(cells, first * cw - sx, cw, width)).adjust_cell_length(full)
+
+
+def _set_border(view: MatrixView, name: str, text: str) -> None:
+    """Textual draws the whole panel again whenever a border's text is set, even to the same text."""
+    if view._borders.get(name) != text:
+        view._borders[name] = text
+        setattr(view, name, text)
 
 
 def _fit(text: str, width: int) -> str:
