@@ -127,10 +127,10 @@ def attend(q, k, v, allowed, rule):
         e, sums = m, np.zeros((m.shape[0], 1), dtype=m.dtype)
         weights = relu_weights(m)
     z = weighted_sum(weights, v)
-    # (run under np.errstate: an overflowing sum only means "look closer"; a masked −∞ hides an
-    # overflowing score from the sums, so the scaled scores are checked too when there is a mask)
-    # (a cap turns an infinite scaled score into a finite one: then it is looked at too)
-    hidden = (biased.sum() if masked else 0.0) + (scaled.sum() if cap > 0 else 0.0)
+    # (run under np.errstate: an overflowing sum only means "look closer"; a −∞ score, masked or
+    # overflowed, leaves the powers, sums and z finite, so the scores themselves are summed too;
+    # a cap turns an infinite scaled score into a finite one: then the scaled ones are looked at)
+    hidden = biased.sum() + (scaled.sum() if cap > 0 else 0.0)
     ok = bool(np.isfinite(z.sum() + sums.sum() + hidden)) or \
         (finite(scaled) and finite(biased) and finite(z) and finite(sums))
     return s, scaled, capped, biased, m, e, sums, weights, z, ok
