@@ -82,11 +82,19 @@ SILENT = {
 }
 
 
+@pytest.mark.parametrize("engine", ["stages", "numpy"])
 @pytest.mark.parametrize("case", sorted(SILENT))
-def test_overflow_is_never_silent(case):
+def test_overflow_is_never_silent(case, engine, monkeypatch):
+    """On the compiled kernels and on the NumPy engine that a cold kernel cache runs (which checks
+    sums first, and once let an overflowed −∞ score through when nothing was masked)."""
     kw, overrides, step = SILENT[case]
+    if engine == "numpy":
+        from tracer.kernels import warm
+        monkeypatch.setattr(warm, "use_numpy", lambda: True)
+        tracer.run("by_hand", engine="stages")   # numba loaded: an auto trace then asks the cache
+        assert tracer.run(one_d([1, 2])).engine == "numpy"
     with pytest.raises(tracer.ScenarioError) as info:
-        tracer.run(one_d(**kw), **overrides)
+        tracer.run(one_d(**kw), engine="auto" if engine == "numpy" else "stages", **overrides)
     assert info.value.field == step
 
 
@@ -203,3 +211,17 @@ def test_overflow_in_the_columns_layout_is_a_scenario_error():
     with pytest.raises(tracer.ScenarioError) as info:
         tracer.run(sc)
     assert info.value.field == "h0.v" and "[0, 2]" in str(info.value)  # d_v row 0, token column 2
+
+
+def test_a_causal_mask_matrix_is_built_only_when_asked():
+    """The fused kernels mask a causal trace by index: its query × key matrix is built only when a
+    reader asks for it (an explanation, an export), and is then key j for query i iff j ≤ i."""
+    rng = np.random.default_rng(4)
+    n = 300
+    sc = tracer.from_arrays(x=rng.normal(size=(n, 8)), q=rng.normal(size=(8, 4)), k=rng.normal(size=(8, 4)),
+                            v=rng.normal(size=(8, 4)), mask="causal")
+    trace = tracer.run(sc, engine="fused")
+    assert "allowed" not in vars(trace)
+    i, j = np.indices((n, n))
+    assert np.array_equal(trace.allowed, j <= i)
+    assert np.isneginf(trace.rows("h0.masked")[0, 1]) and trace.rows("h0.weights")[0, 0] == 1.0

@@ -103,6 +103,12 @@ def mask_kind(mask) -> str:
     return mask if isinstance(mask, str) else "matrix"
 
 
+def kernel_mask(trace):
+    """The mask matrix the fused kernels read: none for `none` and `causal`, which they apply by
+    index, so that a large causal trace never builds its n × m matrix (Trace.allowed is lazy)."""
+    return None if mask_kind(trace.mask) in ("none", "causal") else trace.allowed
+
+
 def describe(mask, query: int | None = None, key: int | None = None) -> str:
     """Why a forbidden key is forbidden, in the words of the mask that was applied (and, given the
     query and the key, of this pair: a later key of a windowed mask comes after)."""
