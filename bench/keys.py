@@ -24,6 +24,8 @@ SCENARIOS = ("by_hand", "gpt2_small")
 # what each round sends, in order, and the name it is reported under
 KEYS = [("n", "step"), ("n", "step"), ("p", "step"), ("Right", "cursor"), ("Down", "cursor"),
         ("]", "head"), ("[", "head"), ("a", "swap"), ("a", "swap")]
+SHOWN = "swap, until shown"   # the status line names the new arithmetic (the rest computes after)
+KINDS = [*dict.fromkeys(kind for _, kind in KEYS), SHOWN]
 
 
 def _tmux(*args: str) -> str:
@@ -47,21 +49,24 @@ def _wait_still(session: str, timeout: float = 300.0) -> str:
     raise TimeoutError(f"{session}: the screen never settled")
 
 
-def _key(session: str, key: str, settled: float = SETTLED) -> float:
-    """Seconds from sending `key` until the screen's last change."""
+def _key(session: str, key: str, settled: float = SETTLED) -> tuple[float, float]:
+    """Seconds from sending `key` until the screen's last change, and until the top line (the
+    status: scenario, step, head, arithmetic) first changed (nan if it did not)."""
     before = _screen(session)
     start = time.perf_counter()
     _tmux("send-keys", "-t", session, key)
-    changed, last = None, before
+    changed, last, top = None, before, float("nan")
     while True:
         time.sleep(POLL)
         now = _screen(session)
         if now != last:
             last, changed = now, time.perf_counter()
+            if top != top and now.split("\n", 1)[0] != before.split("\n", 1)[0]:
+                top = changed - start
         elif changed is not None and time.perf_counter() - changed >= settled:
-            return changed - start
+            return changed - start, top
         elif changed is None and time.perf_counter() - start > 30:
-            return float("nan")   # the key changed nothing on screen
+            return float("nan"), float("nan")   # the key changed nothing on screen
 
 
 def main(argv=None) -> int:
@@ -78,13 +83,16 @@ def main(argv=None) -> int:
                   f"{sys.executable} -m tui tui {name}")
         for session in sessions.values():
             _wait_still(session)
-        times = {(name, kind): [] for name in SCENARIOS for _, kind in KEYS}
+        times = {(name, kind): [] for name in SCENARIOS for kind in KINDS}
         for _ in range(args.rounds):
             for key, kind in KEYS:
                 for name, session in sessions.items():
                     if kind == "head" and name == "by_hand":
                         continue   # one head: the key only says so
-                    times[name, kind].append(_key(session, key, SWAP_SETTLED if kind == "swap" else SETTLED))
+                    last, top = _key(session, key, SWAP_SETTLED if kind == "swap" else SETTLED)
+                    times[name, kind].append(last)
+                    if kind == "swap":   # the new arithmetic on screen, before the other heads are done
+                        times[name, SHOWN].append(top)
     finally:
         for session in sessions.values():
             _tmux("kill-session", "-t", session)
@@ -92,12 +100,13 @@ def main(argv=None) -> int:
     print("| key | " + " | ".join(SCENARIOS) + " | gpt2_small ÷ by_hand's step |")
     print("| --- | " + " | ".join("---" for _ in SCENARIOS) + " | --- |")
     step = statistics.median(times["by_hand", "step"])
-    for kind in dict.fromkeys(kind for _, kind in KEYS):
-        ms = {name: statistics.median(times[name, kind]) if times[name, kind] else float("nan")
-              for name in SCENARIOS}
+    for kind in KINDS:
+        seen = {name: [t for t in times[name, kind] if t == t] for name in SCENARIOS}   # nan: no change
+        ms = {name: statistics.median(seen[name]) if seen[name] else float("nan") for name in SCENARIOS}
         print(f"| {kind} | " + " | ".join("—" if ms[n] != ms[n] else f"{1000 * ms[n]:.0f}" for n in SCENARIOS)
               + f" | {ms['gpt2_small'] / step:.2f} |")
-    print("\ngoals: step, cursor and head ≤ 1.5 × by_hand's step; swap ≤ 4 ×")
+    print("\ngoals: step, cursor and head ≤ 1.5 × by_hand's step; swap until shown ≤ 4 × (the last change,"
+          " `swap`, comes when the other heads are computed and the status line clears)")
     return 0
 
 
