@@ -9,6 +9,7 @@ each per round, so both see the same machine; the figures are medians and their 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import statistics
@@ -61,7 +62,7 @@ def _key(session: str, key: str, settled: float = SETTLED) -> tuple[float, float
         now = _screen(session)
         if now != last:
             last, changed = now, time.perf_counter()
-            if top != top and now.split("\n", 1)[0] != before.split("\n", 1)[0]:
+            if math.isnan(top) and now.split("\n", 1)[0] != before.split("\n", 1)[0]:
                 top = changed - start
         elif changed is not None and time.perf_counter() - changed >= settled:
             return changed - start, top
@@ -101,7 +102,7 @@ def main(argv=None) -> int:
     print("| --- | " + " | ".join("---" for _ in SCENARIOS) + " | --- |")
     step = statistics.median(times["by_hand", "step"])
     for kind in KINDS:
-        seen = {name: [t for t in times[name, kind] if t == t] for name in SCENARIOS}   # nan: no change
+        seen = {name: [t for t in times[name, kind] if not math.isnan(t)] for name in SCENARIOS}   # nan: no change
         ms = {name: statistics.median(seen[name]) if seen[name] else float("nan") for name in SCENARIOS}
         print(f"| {kind} | " + " | ".join("—" if ms[n] != ms[n] else f"{1000 * ms[n]:.0f}" for n in SCENARIOS)
               + f" | {ms['gpt2_small'] / step:.2f} |")

@@ -13,7 +13,7 @@ import numpy as np
 from . import kernels, rope
 from .ids import step_id
 from .kernels import pool
-from .masks import kernel_mask, mask_kind
+from .masks import mask_matrix, mask_kind
 from .layer import key_values, latest, matmul, normed_one, project_one, projections, rotate_one, textbook
 
 FUSED_CELLS = 1 << 20   # heads · n² from which the fused kernels pay for their compile time
@@ -60,7 +60,7 @@ def fused_heads(run, heads: list[int]) -> tuple[dict, list[int]]:
                       tuple(slot.get(kind, -1) for kind in ("scores", "scaled", "masked", "exp", "weights")),
                       np.zeros((len(heads), n, 1), dt), pool.empty((len(heads), n, sc.d_v), dt),
                       np.zeros(len(heads), np.int8))
-    kernels.trace_heads(q, k, v, record, rule, kernel_mask(run), BLOCK)
+    kernels.trace_heads(q, k, v, record, rule, mask_matrix(run), BLOCK)
     out, bad = dict(extra), []
     for i, h in enumerate(heads):
         ids = run.plan_ids(h)

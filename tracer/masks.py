@@ -103,9 +103,10 @@ def mask_kind(mask) -> str:
     return mask if isinstance(mask, str) else "matrix"
 
 
-def kernel_mask(trace):
-    """The mask matrix the fused kernels read: none for `none` and `causal`, which they apply by
-    index, so that a large causal trace never builds its n × m matrix (Trace.allowed is lazy)."""
+def mask_matrix(trace):
+    """The trace's query × key matrix where one is needed, else None: `none` masks nothing, and
+    `causal` is applied by index by the fused kernels and leaves every query key 0, so a large
+    causal trace never builds its n × m matrix (Trace.allowed is built when first asked)."""
     return None if mask_kind(trace.mask) in ("none", "causal") else trace.allowed
 
 

@@ -20,7 +20,7 @@ from .errors import AttentionWarning, ScenarioError
 from .given import SYMBOLS
 from .ids import parse
 from .numeric import check_fits, overflow, underflow
-from .masks import allowed_matrix
+from .masks import allowed_matrix, mask_matrix
 from .plans import cached_plan, head_ids
 from .scenario import Scenario, load_scenario, read_mask
 from .steps import Step
@@ -350,7 +350,7 @@ def run(scenario, arithmetic: str | None = None, *, lazy: bool | None = None, en
         if not trace.lazy and not memory.fits(nbytes):
             raise ScenarioError("lazy", f"the whole trace {memory.shortfall(nbytes)}; expected lazy=True (heads "
                                 "computed on demand, a few kept) or fewer tokens", scenario.source)
-    allowed = None if isinstance(mask, str) and mask in ("none", "causal") else trace.allowed  # causal: key 0 for all
+    allowed = mask_matrix(trace)
     if allowed is not None and not allowed.any(axis=1).all():
         lonely = [scenario.tokens[i] for i in np.flatnonzero(~allowed.any(axis=1))]
         message = (f"{', '.join(lonely)}: every key is masked for this query, so its weights are all 0 "

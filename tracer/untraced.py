@@ -9,7 +9,7 @@ import numpy as np
 
 from . import compute, kernels
 from .kernels import pool
-from .masks import kernel_mask
+from .masks import mask_matrix
 from .scenario import Scenario, load_scenario
 from .trace import run
 
@@ -32,7 +32,7 @@ def attention(scenario, arithmetic: str | None = None, *, engine: str = "auto", 
     q, k, v, _ = compute.projections(trace, list(range(sc.heads)))
     rule = kernels.rule(ar, compute.mask_kind(trace.mask), sc.d_k)
     y = pool.empty((sc.n, sc.heads * sc.d_v), dt)   # every head's z, side by side
-    kernels.attend_heads(q, k, v, y, rule, kernel_mask(trace), compute.BLOCK)
+    kernels.attend_heads(q, k, v, y, rule, mask_matrix(trace), compute.BLOCK)
     del q, k, v
     with np.errstate(all="ignore"):
         after = compute.after_heads(trace, y, K)

@@ -96,9 +96,10 @@ class MatrixView(ScrollView):
         # the screen is laid out again only when this panel's size changed (a re-layout redraws all)
         resized = before != (self.virtual_size, self._title_w)
         self._redraw(layout=resized)
-        if not resized:   # scrolled and marked now, so that the panel is drawn once, not twice
+        if resized:   # where the new size is known
+            self.call_after_refresh(self._reveal_and_mark)
+        else:         # now, so that the panel is drawn once, not again for its scroll or border
             self._reveal_and_mark()
-        self.call_after_refresh(self._reveal_and_mark)
 
     def _reveal_and_mark(self) -> None:
         self.reveal(*(self.cursor if self.has_cursor else self._first_lit()))
