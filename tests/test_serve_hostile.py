@@ -38,7 +38,11 @@ def children() -> set[int]:
     """This process's live children (zombies are ended already)."""
     found = set()
     for task in Path(f"/proc/{os.getpid()}/task").iterdir():
-        for pid in (task / "children").read_text().split():
+        try:    # a thread (the event loop's executor's) may end between the listing and the read
+            listed = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for pid in listed:
             try:
                 status = Path(f"/proc/{pid}/status").read_text()
             except OSError:
