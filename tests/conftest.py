@@ -14,6 +14,23 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "attnsim"))
 import pytest  # noqa: E402
 
 
+def pytest_configure(config):
+    """Before the suite fans out to its workers, one process starts compiling every kernel: each
+    worker would otherwise compile them again, all at once and into the same cache files."""
+    workers = getattr(config.option, "numprocesses", None)
+    if workers and not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") != "no" \
+            and not config.option.collectonly:
+        from tracer.kernels import warm
+        warm.compile_in_background()
+
+
+def pytest_collection_finish(session):
+    """A worker collects while the kernels compile, then waits for them before its first test."""
+    if hasattr(session.config, "workerinput"):
+        from tracer.kernels import warm
+        warm.wait()
+
+
 @pytest.fixture(autouse=True)
 def _kernels_compile_in_the_foreground():
     """A CLI run in this process turns on the cold-cache NumPy fallback (kernels/warm.py): switched

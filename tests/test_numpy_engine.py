@@ -139,3 +139,34 @@ def test_no_writable_folder_falls_back_once(monkeypatch, tmp_path, spare_ok):
         assert warm.folder() is None and warm.use_numpy()
     warm.folder()
     assert len(said) == 1 and "no writable folder" in said[0]
+
+
+def test_the_warm_up_compiles_every_kernel_a_caller_runs_in_both_dtypes():
+    """What the background compile leaves in the cache is what traces ask for: every kernel that
+    Python code calls (the rest run inside these), float32 and float64. (On a warm cache this loads.)"""
+    from numba.core.registry import CPUDispatcher
+
+    from tracer.kernels import decode, fused, jit, online, warmup
+    warmup.compile_all()
+    called = [k._jit for name, k in jit.KERNELS.items() if name in
+              ("project", "concat", "add", "add_row", "layer_norm", "rms_norm", "rotate", "textbook_head")]
+    called += [d for m in (fused, online, decode) for name, d in vars(m).items()
+               if isinstance(d, CPUDispatcher) and not name.startswith("_")]   # mxfp4: read with its checkpoint
+    assert len(called) == 13
+    for d in called:
+        dtypes = {t for sig in (d.signatures if d else []) for t in ("float32", "float64") if f"array({t}" in str(sig).lower()}
+        assert {"float32", "float64"} <= dtypes, (d, dtypes)
+
+
+def test_waiting_for_the_warm_up_ends_with_it(monkeypatch, tmp_path):
+    import threading
+    monkeypatch.setattr(warm, "_state", {"folder": str(tmp_path), "marker": str(tmp_path / "marker")})
+    assert not warm.wait()                                   # no lock: nobody compiles, no wait
+    open(warm.lock_path(), "w").close()
+    os.utime(warm.lock_path(), (0, 0))
+    assert not warm.wait()                                   # a lock from a dead process
+    os.utime(warm.lock_path())
+    done = threading.Timer(0.3, lambda: ((tmp_path / "marker").write_text(""), os.remove(warm.lock_path())))
+    done.start()
+    assert warm.wait()                                       # waits for the live one's marker
+    done.join()

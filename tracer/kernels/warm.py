@@ -124,12 +124,32 @@ def use_numpy() -> bool:
 
 
 def _start() -> None:
-    if _claim():
-        root = os.path.dirname(os.path.dirname(HERE))   # the folder holding the tracer package
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-        subprocess.Popen([sys.executable, "-m", "tracer.kernels.warmup"], env=env, start_new_session=True,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    compile_in_background()
     _tell("first run: computing with NumPy while the kernels compile in the background (cached for later runs)")
+
+
+def compile_in_background() -> None:
+    """Starts the detached compile now, unless the cache is warm, cannot be written, or another
+    process is compiling already: for a program that knows it will soon need every kernel in
+    several processes (a test suite about to fan out), so that they are compiled once."""
+    if folder() is None or is_warm() or not _claim():
+        return
+    root = os.path.dirname(os.path.dirname(HERE))   # the folder holding the tracer package
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    subprocess.Popen([sys.executable, "-m", "tracer.kernels.warmup"], env=env, start_new_session=True,
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def wait() -> bool:
+    """Waits while a live warming process holds the lock; True if the cache is warm after it."""
+    while not is_warm() and folder() is not None:
+        try:
+            if time.time() - os.path.getmtime(lock_path()) >= LOCK_SECONDS:
+                break
+        except OSError:     # no lock: nobody is compiling
+            break
+        time.sleep(0.1)
+    return is_warm()
 
 
 def lock_path() -> str:

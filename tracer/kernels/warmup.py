@@ -17,19 +17,25 @@ def compile_all() -> None:
     rng = np.random.default_rng(0)
     x, w = rng.normal(size=(6, 4)), [rng.normal(size=(4, 2)) for _ in range(2)]
     common = dict(x=x, q=w, k=w, layout="rows", name="warm")
-    layers = [tracer.from_arrays(v=w, o=rng.normal(size=(4, 4)), mask="causal", residual={"norm": "layer"}, **common),
+    layers = [tracer.from_arrays(v=w, o=rng.normal(size=(4, 4)), bo=rng.normal(size=4), mask="causal",
+                                 residual={"norm": "layer"}, **common),
               tracer.from_arrays(v_down=[m[:, :1] for m in w], v_up=[np.ones((1, 2))] * 2, **common),
               # today's mechanisms: QK-norm, rotary positions, soft-capping, ALiBi, the output's norm
               tracer.from_arrays(v=w, o=rng.normal(size=(4, 4)), mask="causal", q_norm=[1.0, 1.0], k_norm=[1.0, 1.0],
                                  rope={"base": 10.0}, softcap=2.0, alibi=True, out_norm={}, **common)]
     sets = [dict(), dict(scale="floor", softmax_base=3.0, stable=False), dict(normalize="relu", scale="none"),
             dict(mask=np.tril(np.ones((6, 6), int)).tolist())]
+    decoding = tracer.from_arrays(v=w, decode=3, **common)   # a KV cache's token-by-token kernel
     for dtype in ("float64", "float32"):
         for sc in layers:
             for extra in sets:
                 for engine in ("stages", "fused"):
                     tracer.run(sc, "exact", engine=engine, dtype=dtype, **extra)
                 tracer.attention(sc, "exact", engine="fused", dtype=dtype, **extra)
+        for sc in layers[:2]:   # the online algorithm (keys in blocks), causal and explicit masks
+            for mask in ("causal", np.tril(np.ones((6, 6), int)).tolist()):
+                tracer.run(sc, "exact", engine="fused", dtype=dtype, algorithm="online", mask=mask)
+        tracer.run(decoding, "exact", engine="fused", dtype=dtype)
 
 
 def main() -> int:
