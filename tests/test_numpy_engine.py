@@ -170,3 +170,29 @@ def test_waiting_for_the_warm_up_ends_with_it(monkeypatch, tmp_path):
     done.start()
     assert warm.wait()                                       # waits for the live one's marker
     done.join()
+
+
+def test_two_processes_saving_one_kernel_keep_both_entries(monkeypatch, tmp_path):
+    """Two saves of one function's cache at once (here two threads, each with its own file as two
+    processes have): the index keeps both entries, each with its own data."""
+    import threading
+    import time
+
+    from numba.core.caching import IndexDataCacheFile
+
+    from tracer.kernels import cache
+    cache.listen()                                   # what importing a kernel does: saves are locked
+    load = IndexDataCacheFile._load_index
+
+    def slow_load(self):                             # widens the read-modify-write window
+        got = load(self)
+        time.sleep(0.2)
+        return got
+    monkeypatch.setattr(IndexDataCacheFile, "_load_index", slow_load)
+    files = [IndexDataCacheFile(str(tmp_path), "kernel-1.py311", ("stamp", 1)) for _ in range(2)]
+    saves = [threading.Thread(target=f.save, args=(key, key * 3)) for f, key in zip(files, ("f64", "f32"))]
+    for t in saves:
+        t.start()
+    for t in saves:
+        t.join()
+    assert {key: files[0].load(key) for key in ("f64", "f32")} == {"f64": "f64" * 3, "f32": "f32" * 3}

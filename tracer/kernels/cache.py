@@ -25,10 +25,12 @@ def on_compile(callback: Callable[[str], None] | None) -> None:
 
 
 def listen() -> None:
-    """Registers the numba listener once (numba announces each real compilation, never a cache hit)."""
+    """Registers the numba listener once (numba announces each real compilation, never a cache hit),
+    and makes numba's cache saves safe between processes (see _lock_saves)."""
     global _listening
     if _listening:
         return
+    _lock_saves()
     from numba.core import event
 
     class _Notice(event.Listener):
@@ -49,6 +51,30 @@ def listen() -> None:
 
     event.register("numba:compile", _Notice())
     _listening = True
+
+
+def _lock_saves() -> None:
+    """numba saves a compiled kernel by reading the function's index file, adding the entry and
+    writing the index back: two processes that compile the same function at once (the background
+    compile's two halves, two first runs) could drop each other's entry or give both entries one
+    data file. An exclusive lock on a file beside the index makes each save whole. (Where numba
+    or the platform lacks what this needs, saves stay as numba makes them.)"""
+    try:
+        import fcntl
+
+        from numba.core.caching import IndexDataCacheFile
+    except ImportError:
+        return
+    save = IndexDataCacheFile.save
+    if getattr(save, "locked", False) or not hasattr(IndexDataCacheFile, "_load_index"):
+        return
+
+    def locked(self, key, data):
+        with open(self._index_path + ".lock", "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            save(self, key, data)      # the lock ends when the file closes
+    locked.locked = True
+    IndexDataCacheFile.save = locked
 
 
 def preload_blas() -> None:

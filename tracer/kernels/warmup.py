@@ -3,12 +3,16 @@ trace can ask for, then leaves the marker that says the cache is warm (see warm.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 from . import warm
 
 
-def compile_all() -> None:
+DTYPES = ("float64", "float32")
+
+
+def compile_all(dtypes=DTYPES) -> None:
     """Runs every kernel once per dtype and variant, on a tiny layer, so that numba compiles and
     caches each specialisation a trace or tracer.attention can ask for."""
     import numpy as np
@@ -26,7 +30,7 @@ def compile_all() -> None:
     sets = [dict(), dict(scale="floor", softmax_base=3.0, stable=False), dict(normalize="relu", scale="none"),
             dict(mask=np.tril(np.ones((6, 6), int)).tolist())]
     decoding = tracer.from_arrays(v=w, decode=3, **common)   # a KV cache's token-by-token kernel
-    for dtype in ("float64", "float32"):
+    for dtype in dtypes:
         for sc in layers:
             for extra in sets:
                 for engine in ("stages", "fused"):
@@ -38,13 +42,23 @@ def compile_all() -> None:
         tracer.run(decoding, "exact", engine="fused", dtype=dtype)
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    """With two cores or more, float32's kernels compile in a second process beside float64's;
+    `--dtype D` is that second process (it leaves the lock and the marker to the first)."""
     if warm.folder() is None:
         return 1
+    if argv[:1] == ["--dtype"]:
+        compile_all(argv[1:2])
+        return 0
     try:
-        compile_all()
-        with open(warm.marker(), "w") as f:
-            f.write("attnsim's kernels are compiled in this folder\n")
+        helper = None
+        if (os.cpu_count() or 1) > 1:
+            helper = subprocess.Popen([sys.executable, "-m", __spec__.name, "--dtype", DTYPES[1]],
+                                      stdin=subprocess.DEVNULL)
+        compile_all(DTYPES[:1] if helper else DTYPES)
+        if helper is None or helper.wait() == 0:
+            with open(warm.marker(), "w") as f:
+                f.write("attnsim's kernels are compiled in this folder\n")
     finally:
         try:
             os.remove(warm.lock_path())
@@ -54,4 +68,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
