@@ -182,7 +182,7 @@ def _stage_head(run, h: int, K) -> tuple[dict, bool]:
         *arrays, finite = K.textbook_head(run.x, *head_weights(sc, h, dt), allowed, _rule(run))
         return {ids[kind]: arr for kind, arr in zip(("q", "k", "v", *_ATTEND), arrays) if kind in ids}, finite
     if sc.mla is not None:   # latent attention: its own projections, then the same attend
-        return _latent_head(run, h, K, ids)
+        return _latent_head(run, h, K, ids, allowed)
     kv = key_values(run, h, K)
     got = {"q": project_one(K, run.held(run.step(ids["q"]).inputs[0]), sc.w_q[h], None if sc.b_q is None else sc.b_q[h], dt)}
     if sc.q_norm is not None:
@@ -205,10 +205,10 @@ def _stage_head(run, h: int, K) -> tuple[dict, bool]:
     return out, finite
 
 
-def _latent_head(run, h: int, K, ids: dict) -> tuple[dict, bool]:
+def _latent_head(run, h: int, K, ids: dict, allowed) -> tuple[dict, bool]:
     from . import mla
     got, q, k = mla.stage_head(run, h, K)
-    *arrays, finite = K.attend(q, k, got["v"], _ONE if run.allowed is None else run.allowed, _rule(run, h))
+    *arrays, finite = K.attend(q, k, got["v"], allowed, _rule(run, h))
     got.update(zip(_ATTEND, arrays))
     got.update(mla.absorbed(run, h, got))
     if run.scenario.sinks is not None:
