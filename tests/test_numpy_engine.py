@@ -159,16 +159,23 @@ def test_the_warm_up_compiles_every_kernel_a_caller_runs_in_both_dtypes():
 
 
 def test_waiting_for_the_warm_up_ends_with_it(monkeypatch, tmp_path):
+    """wait() waits while a process holds the lock file, whatever its age, and not for a lock
+    that nobody holds (a warming process that was killed leaves its file, not its hold)."""
     import threading
     monkeypatch.setattr(warm, "_state", {"folder": str(tmp_path), "marker": str(tmp_path / "marker")})
-    assert not warm.wait()                                   # no lock: nobody compiles, no wait
+    assert not warm.wait()                                   # no lock file: nobody compiles
     open(warm.lock_path(), "w").close()
-    os.utime(warm.lock_path(), (0, 0))
-    assert not warm.wait()                                   # a lock from a dead process
-    os.utime(warm.lock_path())
-    done = threading.Timer(0.3, lambda: ((tmp_path / "marker").write_text(""), os.remove(warm.lock_path())))
+    assert not warm.wait()                                   # a file nobody holds
+    held = open(warm.lock_path(), "a")
+    warm.hold(held)
+    os.utime(warm.lock_path(), (0, 0))                       # old, but held
+
+    def finish():
+        (tmp_path / "marker").write_text("")
+        held.close()
+    done = threading.Timer(0.3, finish)
     done.start()
-    assert warm.wait()                                       # waits for the live one's marker
+    assert warm.wait()                                       # waited for the holder's marker
     done.join()
 
 
@@ -196,3 +203,17 @@ def test_two_processes_saving_one_kernel_keep_both_entries(monkeypatch, tmp_path
     for t in saves:
         t.join()
     assert {key: files[0].load(key) for key in ("f64", "f32")} == {"f64": "f64" * 3, "f32": "f32" * 3}
+
+
+def test_a_killed_warm_up_is_started_again(monkeypatch, tmp_path):
+    """The lock file of a process that ended without removing it (killed) is taken over once it
+    is older than a start-up; a held one, or a fresh one, is left alone."""
+    monkeypatch.setattr(warm, "_state", {"folder": str(tmp_path)})
+    open(warm.lock_path(), "w").close()
+    assert not warm._claim()                                  # fresh: its process may be starting
+    os.utime(warm.lock_path(), (0, 0))
+    with open(warm.lock_path(), "a") as held:
+        warm.hold(held)
+        assert not warm._claim()                              # old, but its process lives
+    assert warm._claim() and os.path.exists(warm.lock_path())  # old and let go: taken over
+

@@ -16,7 +16,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-LOCK_SECONDS = 900          # a warming process older than this is presumed dead
+LOCK_SECONDS = 900          # where files cannot be locked: a warming process older than this is presumed dead
+SPAWN_SECONDS = 30          # time a new warming process has to start and take its hold on the lock
 _state: dict = {}           # folder, marker, enabled; "warm" once the marker was seen
 
 
@@ -142,14 +143,38 @@ def compile_in_background() -> None:
 
 def wait() -> bool:
     """Waits while a live warming process holds the lock; True if the cache is warm after it."""
-    while not is_warm() and folder() is not None:
-        try:
-            if time.time() - os.path.getmtime(lock_path()) >= LOCK_SECONDS:
-                break
-        except OSError:     # no lock: nobody is compiling
-            break
+    while not is_warm() and folder() is not None and _held():
         time.sleep(0.1)
     return is_warm()
+
+
+def hold(lock) -> None:
+    """The warming process keeps an exclusive lock on the open lock file for as long as it lives:
+    the system lets go of it when the process ends, however it ends."""
+    try:
+        import fcntl
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (ImportError, OSError):
+        pass
+
+
+def _held() -> bool:
+    """Is a live process compiling? Its lock file exists and is held (or, where files cannot be
+    locked, is younger than LOCK_SECONDS)."""
+    try:
+        lock = open(lock_path())
+    except OSError:
+        return False
+    with lock:
+        try:
+            import fcntl
+        except ImportError:
+            return time.time() - os.path.getmtime(lock_path()) < LOCK_SECONDS
+        try:
+            fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        return False
 
 
 def lock_path() -> str:
@@ -157,10 +182,10 @@ def lock_path() -> str:
 
 
 def _claim() -> bool:
-    """Takes the lock file unless a live warming process holds it."""
+    """Takes the lock file unless a live warming process holds it (or one may be starting)."""
     os.makedirs(folder(), exist_ok=True)
     try:
-        if time.time() - os.path.getmtime(lock_path()) < LOCK_SECONDS:
+        if time.time() - os.path.getmtime(lock_path()) < SPAWN_SECONDS or _held():
             return False
         os.remove(lock_path())
     except OSError:

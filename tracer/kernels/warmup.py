@@ -51,6 +51,8 @@ def main(argv: list[str]) -> int:
         compile_all(argv[1:2])
         return 0
     try:
+        lock = open(warm.lock_path(), "a")   # held until this process ends (warm.wait asks)
+        warm.hold(lock)
         helper = None
         if (os.cpu_count() or 1) > 1:
             helper = subprocess.Popen([sys.executable, "-m", __spec__.name, "--dtype", DTYPES[1]],
