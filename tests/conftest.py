@@ -27,8 +27,7 @@ def pytest_xdist_auto_num_workers(config):
 def pytest_configure(config):
     """Before the suite fans out to its workers, one process starts compiling every kernel: each
     worker would otherwise compile them again, all at once and into the same cache files."""
-    workers = getattr(config.option, "numprocesses", None)
-    if workers and not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") != "no" \
+    if getattr(config.option, "numprocesses", 0) and not hasattr(config, "workerinput") \
             and not config.option.collectonly:
         from tracer.kernels import warm
         warm.compile_in_background()

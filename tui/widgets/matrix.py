@@ -68,7 +68,7 @@ class MatrixView(ScrollView):
         # drawn lines by (line, scroll, width, cursor): a border's title or count changing after a
         # re-layout draws the whole panel again, and it is the same lines
         self._lines: dict[tuple, Strip] = {}
-        self._borders: dict[str, str] = {}   # the border texts last set (see _set_border)
+        self._borders: dict[str, str] = {}   # the border texts last set (see _border)
 
     # ------------------------------------------------------------ feeding it
     def show(self, array: np.ndarray, row_labels: list[str], col_labels: list[str], *, title: str = "",
@@ -92,7 +92,7 @@ class MatrixView(ScrollView):
         self.styles.min_width = self._title_w  # room for the title on the border
         if cursor is not None:
             self.cursor = cursor
-        self.set_lit(lit)
+        self._light(lit)
         # the screen is laid out again only when this panel's size changed (a re-layout redraws all)
         resized = before != (self.virtual_size, self._title_w)
         self._redraw(layout=resized)
@@ -113,10 +113,13 @@ class MatrixView(ScrollView):
             self._lines.clear()
 
     def set_lit(self, cells) -> None:
+        self._light(cells)
+        self._redraw()
+
+    def _light(self, cells) -> None:
         self.lit = set(cells)
         self._lit_rows = {r for r, _ in self.lit}
         self._lit_cols = {c for _, c in self.lit}
-        self._redraw()
 
     def natural(self, tight: bool = False) -> Size:
         """The panel's outer size with nothing cut: labels, every cell, the border, the title; or
@@ -168,7 +171,7 @@ class MatrixView(ScrollView):
 
     def _clip_title(self) -> None:
         room = self.size.width - 4 if self.size.width else len(self.full_title)   # the corners and a space each side
-        _set_border(self, "border_title", clip(self.full_title, room))
+        self._border("border_title", clip(self.full_title, room))
 
     def on_resize(self) -> None:
         self._clip_title()
@@ -187,7 +190,7 @@ class MatrixView(ScrollView):
         a thin scrollbar alone is easy to miss, and a student must know the matrix goes on."""
         rows, cols = self.array.shape
         if not self.array.size or not self.size.width:
-            _set_border(self, "border_subtitle", "")
+            self._border("border_subtitle", "")
             return
         width, height = self._view()
         x, y = (round(v) for v in self.scroll_offset)
@@ -196,7 +199,7 @@ class MatrixView(ScrollView):
         above, below = y, max(0, rows - y - height)
         marks = [f"◂ {left}" if left else "", f"{right} more ▸" if right else "",
                  f"▴ {above}" if above else "", f"{below} more ▾" if below else ""]
-        _set_border(self, "border_subtitle", "  ".join(m for m in marks if m))
+        self._border("border_subtitle", "  ".join(m for m in marks if m))
 
     # ------------------------------------------------------------ the cursor
     def move_to(self, row: int, col: int) -> None:
@@ -229,6 +232,13 @@ class MatrixView(ScrollView):
         self.move_to(offset.y - 1 + y, (offset.x - self._label_w + x) // self.cell_width)
 
     # ------------------------------------------------------------ drawing
+    def _border(self, name: str, text: str) -> None:
+        """Sets a border's text only when it changed: Textual draws the whole panel again whenever
+        one is set, even to the same text (and its getter gives markup back, not the text set)."""
+        if self._borders.get(name) != text:
+            self._borders[name] = text
+            setattr(self, name, text)
+
     def _redraw(self, layout: bool = False) -> None:
         """What is drawn changed: every line is drawn anew (not a title's change, nor a scroll)."""
         self._lines.clear()
@@ -273,13 +283,6 @@ class MatrixView(ScrollView):
                          else HIDDEN if blank else scale.style(value))
                 cells.append((_fit(self.hide_text if blank else scale.text(value), cw - 1).rjust(cw), style))
         return Strip(corner + _visible(cells, first * cw - sx, cw, width)).adjust_cell_length(full)
-
-
-def _set_border(view: MatrixView, name: str, text: str) -> None:
-    """Textual draws the whole panel again whenever a border's text is set, even to the same text."""
-    if view._borders.get(name) != text:
-        view._borders[name] = text
-        setattr(view, name, text)
 
 
 def _fit(text: str, width: int) -> str:
