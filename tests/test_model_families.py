@@ -173,7 +173,11 @@ PUBLISHED = {   # rope settings of published checkpoints: (head_dim, positions, 
 
 def _against_transformers(head_dim: int, positions: int, params: dict) -> None:
     """Our frequencies and yarn's attention factor, from config.json as transformers writes it,
-    against transformers' own functions (which compute base^(−2i/d) in float32: a few 1e-7)."""
+    against transformers' own functions. Those compute in float32 (`dtype=torch.float`), and
+    Llama 3's blend of the two bands multiplies a rounding of its position in the band by up to
+    factor − 1 (5e-6 of a frequency in a generated case): they are run here with float64 in
+    torch.float's place, the same formula without float32's rounding, which ours must equal."""
+    import torch
     import transformers
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
@@ -181,10 +185,14 @@ def _against_transformers(head_dim: int, positions: int, params: dict) -> None:
     from tracer.rope import attention_factor, frequencies
     cfg = transformers.LlamaConfig(hidden_size=head_dim * 2, num_attention_heads=2, head_dim=head_dim,
                                    max_position_embeddings=positions, rope_parameters=dict(params))
-    theirs, factor = ROPE_INIT_FUNCTIONS[params["rope_type"]](cfg)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(torch, "float", torch.float64)
+        mp.setattr(torch, "float32", torch.float64)
+        theirs, factor = ROPE_INIT_FUNCTIONS[params["rope_type"]](cfg)
+    assert theirs.dtype == torch.float64
     data = {**cfg.to_dict(), "intermediate_size": 8, "num_hidden_layers": 1}
     spec = parse(data).kinds[0].rope
-    np.testing.assert_allclose(frequencies(spec, head_dim), theirs.double().numpy(), rtol=5e-6, atol=0)
+    np.testing.assert_allclose(frequencies(spec, head_dim), theirs.numpy(), rtol=1e-12, atol=0)
     assert attention_factor(spec) == pytest.approx(factor, rel=1e-12)
 
 
