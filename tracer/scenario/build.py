@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..anyarray import numpy_tree
 from ..checks import Shapes, choice, kind, labels, matrix, per_head, text, unknown
 from ..errors import ScenarioError, as_text, one_line
 from . import generated as rnd
@@ -236,7 +237,7 @@ def from_arrays(x, q=None, k=None, v=None, o=None, *, layout: str = "rows", mask
     per head or one per group (grouped-query), v = "k" reuses the keys; biases and QK-norm's gains
     are vectors (one, or one per head); alibi is True or the slopes; sinks one logit per head;
     defaults are arithmetic keys; mla: [mla]'s keys (then q, k and v are None: the heads' matrices
-    are mla's)."""
+    are mla's). Arrays may be NumPy arrays, PyTorch tensors or anything with __array__ or __dlpack__."""
     data = {"name": name, "title": title, "description": description, "layout": layout, "x": x,
             "arithmetic": arithmetic,
             "weights": {key: val for key, val in dict(q=q, k=k, v=v, o=o, v_down=v_down, v_up=v_up,
@@ -248,4 +249,5 @@ def from_arrays(x, q=None, k=None, v=None, o=None, *, layout: str = "rows", mask
                     mask=mask, value_features=value_features, softcap=softcap, alibi=alibi, out_norm=out_norm,
                     defaults=defaults, mla=mla)
     data.update({key: val for key, val in optional.items() if val is not None})
+    data = {key: numpy_tree(val, key) for key, val in data.items()}   # tensors as they are given
     return build(data, default_name=name if isinstance(name, str) else "mine")
