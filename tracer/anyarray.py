@@ -4,15 +4,19 @@ made NumPy arrays without a copy where possible. PyTorch is never imported here:
 its own methods."""
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from .errors import ScenarioError
 
 
 def is_array(value) -> bool:
-    """Something to turn into a NumPy array (not a list, a number or a string)."""
+    """Something to turn into a NumPy array (not a list, a number, a NumPy scalar or a string)."""
+    if isinstance(value, (np.generic, numbers.Number, str, bytes)):
+        return False
     return isinstance(value, np.ndarray) or _is_tensor(value) or hasattr(value, "__dlpack__") \
-        or (hasattr(value, "__array__") and not isinstance(value, (str, bytes)))
+        or hasattr(value, "__array__")
 
 
 def _is_tensor(value) -> bool:
