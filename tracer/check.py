@@ -86,7 +86,7 @@ def check(scenario, answers, arithmetic: str | None = None, **overrides) -> Chec
             raise ScenarioError(one_line(str(sid), 60), f"is not a step of {trace.scenario.name}; "
                                 f"expected ids such as {', '.join(s.id for s in trace.steps[:6])} (attnsim show "
                                 f"{trace.scenario.name} lists them all)", source or None)
-        given[sid] = _array(value, sid, source)
+        given[sid] = answer_array(value, sid, source)
     out = Checked(trace.scenario.name, len(given), 0, source=source)
     for step in trace.steps:   # in trace order
         if step.id in given:
@@ -121,7 +121,7 @@ def read_npz(path) -> dict:
                             where) from None
 
 
-def _array(value, sid: str, source: str) -> tuple[np.ndarray, float]:
+def answer_array(value, sid: str, source: str) -> tuple[np.ndarray, float]:
     """(the array, its tolerance √ε) from a NumPy array, a tensor, a list."""
     eps = EPS.get(str(getattr(value, "dtype", "")).removeprefix("torch."))
     a = as_numpy(value, sid) if not isinstance(value, (list, tuple)) else np.asarray(value)
