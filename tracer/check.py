@@ -7,7 +7,7 @@ Tolerance: a cell matches when |yours − expected| ≤ √ε · the step's larg
 the machine epsilon of YOUR array's dtype: float32 code differs from the float64 trace by a few ε
 per operation (≈1e-6 of the scale through a product and a softmax), far under √ε = 3.5e-4, while
 every classic mistake moves cells by far more; float64 gets √ε = 1.5e-8, float16 3.1e-2,
-bfloat16 6.2e-2, integers float64's. −∞ expected is matched by −∞ or a stand-in ≤ −1e4 (−1e9,
+bfloat16 8.8e-2, integers float64's. −∞ expected is matched by −∞ or a stand-in ≤ −1e4 (−1e9,
 finfo.min: its power is 0 too)."""
 from __future__ import annotations
 
