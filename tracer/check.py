@@ -183,11 +183,15 @@ def recognise(trace, sid: str, yours_rows: np.ndarray, tol: float) -> tuple[str,
     for m in mistakes.TABLE:
         if here < mistakes.CHAIN.index(m.first):
             continue
-        variant = m.variant(trace)
-        got = None if variant is None else variant(sid)
+        try:
+            variant = m.variant(trace)
+            got = None if variant is None else variant(sid)
+        except ScenarioError:   # a variant this scenario refuses (another mask under [decode], …)
+            continue
         if got is None or got.shape != right.shape or agree(got, right, 1e-9).all():
             continue   # the mistake cannot happen here, or does not show at this step
-        if _like(yours_rows, got, tol, _lonely(trace, variant) if kind not in ("k", "v", "k_rot") else None):
+        nan_rows = kind not in ("k", "v", "k_rot") and bool(np.isnan(yours_rows).any())
+        if _like(yours_rows, got, tol, _lonely(trace, variant) if nan_rows else None):
             return m.key, f"{m.says.format(**said)}; {m.fix.format(**said)}"
     return _looks(trace, sid, yours_rows, tol)
 

@@ -43,7 +43,7 @@ def _rerun(trace, scenario=None, **changes):
     keys.update(changes)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        alt = run(scenario or trace.scenario, a.preset, lazy=False, **keys)
+        alt = run(scenario or trace.scenario, a.preset, lazy=True, **keys)   # a head computed when read
     return lambda sid: alt.rows(sid) if sid in alt else None
 
 
@@ -168,27 +168,45 @@ def _softmax(m: np.ndarray, base: float, axis: int) -> np.ndarray:
 
 def _replayed(how: str):
     """The softmax done another way, and the layer finished from there in NumPy: `columns` (over
-    the queries), `after` (the mask applied to the weights, not the scores), `zero` (0 for −∞)."""
+    the queries), `after` (the mask applied to the weights, not the scores), `zero` (0 for −∞).
+    A head is replayed when one of its steps (or the layer's) is asked for."""
     def make(trace):
         sc, a = trace.scenario, trace.arithmetic
-        if a.normalize != "softmax" or a.online or sc.sinks is not None or (how != "columns" and trace.allowed is None):
+        if a.normalize != "softmax" or a.online or sc.sinks is not None or sc.mla is not None or sc.decode is not None \
+                or (how != "columns" and trace.allowed is None):
             return None
-        got, zs = {}, []
-        for h in range(sc.heads):
-            ids = trace.plan_ids(h)
-            logits = trace.rows(ids[next(k for k in LOGITS if k in ids)])
-            if how == "columns":
-                w = _softmax(logits, a.base, axis=0)
-            elif how == "after":
-                w = _softmax(trace.rows(trace.step(ids["masked"]).inputs[0]), a.base, axis=1) * trace.allowed
-            else:
-                got[ids["masked"]] = m = np.where(trace.allowed, trace.rows(trace.step(ids["masked"]).inputs[0]), 0.0)
-                w = _softmax(m, a.base, axis=1)
-            got[ids["weights"]] = w
-            zs.append(got.setdefault(ids["z"], w @ trace.rows(trace.step(ids["z"]).inputs[-1]).astype(np.float64)))
-        got.update(_tail(trace, zs))
-        return got.get
+        heads: dict = {}
+
+        def head(h: int) -> dict:
+            if h not in heads:
+                heads[h] = _replay_head(trace, h, how)
+            return heads[h]
+
+        def get(sid: str):
+            ref = parse(sid)
+            if ref.head is not None:
+                return head(ref.head).get(sid)
+            if ref.kind in ("concat", "out", "residual", "norm") and ref.token is None and not ref.prefill:
+                return _tail(trace, [head(h)[trace.plan_ids(h)["z"]] for h in range(sc.heads)]).get(sid)
+            return None
+        return get
     return make
+
+
+def _replay_head(trace, h: int, how: str) -> dict:
+    ids, base = trace.plan_ids(h), trace.arithmetic.base
+    logits = trace.rows(ids[next(k for k in LOGITS if k in ids)])
+    got = {}
+    if how == "columns":
+        w = _softmax(logits, base, axis=0)
+    elif how == "after":
+        w = _softmax(trace.rows(trace.step(ids["masked"]).inputs[0]), base, axis=1) * trace.allowed
+    else:
+        got[ids["masked"]] = m = np.where(trace.allowed, trace.rows(trace.step(ids["masked"]).inputs[0]), 0.0)
+        w = _softmax(m, base, axis=1)
+    got[ids["weights"]] = w
+    got[ids["z"]] = w @ trace.rows(trace.step(ids["z"]).inputs[-1]).astype(np.float64)
+    return got
 
 
 def _tail(trace, zs: list) -> dict:
