@@ -38,6 +38,9 @@ SCRIPT = textwrap.dedent("""
         only_bo = tracer.from_arrays(x, q=w, k=w, v=w, o=rng.normal(size=(6, 5)), bo=rng.normal(size=5))
         trace = every_step(tracer.run(only_bo))
         out[f"only_bo_{n}"] = [trace.engine, trace["out"].tolist()]
+    q, bias = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 3, 3))
+    bias[0, 1, 2] = -np.inf   # an additive mask (SDPA's float mask), and tensors' shapes
+    out["sdpa"] = every_step(tracer.sdpa(q, q, q, bias).trace()).scenario.heads, tracer.sdpa(q, q, q, bias).output.tolist()
     for name in json.loads(sys.argv[1]):
         for preset in ("exact", "by-hand"):
             every_step(tracer.run(name, preset))
@@ -66,3 +69,9 @@ def test_every_builtin_and_an_output_bias_alone_run_first_in_a_fresh_process(tmp
             a = np.exp(s - s.max(axis=1, keepdims=True))
             z.append(a / a.sum(axis=1, keepdims=True) @ v)
         np.testing.assert_allclose(got[f"only_bo_{n}"][1], np.hstack(z) @ w_o + b_o, rtol=1e-12, atol=1e-12)
+    q, bias = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 3, 3))
+    bias[0, 1, 2] = -np.inf
+    s = q @ q.transpose(0, 2, 1) / 2 + bias
+    a = np.exp(s - s.max(axis=-1, keepdims=True))
+    assert got["sdpa"][0] == 2
+    np.testing.assert_allclose(got["sdpa"][1], a / a.sum(axis=-1, keepdims=True) @ q, rtol=1e-12, atol=1e-12)
