@@ -124,7 +124,7 @@ def read_npz(path) -> dict:
 def answer_array(value, sid: str, source: str) -> tuple[np.ndarray, float]:
     """(the array, its tolerance √ε) from a NumPy array, a tensor, a list."""
     eps = EPS.get(str(getattr(value, "dtype", "")).removeprefix("torch."))
-    a = as_numpy(value, sid) if not isinstance(value, (list, tuple)) else np.asarray(value)
+    a = as_numpy(value, sid)
     if a.dtype.kind not in "iuf":
         raise ScenarioError(one_line(sid, 60), f"holds {a.dtype} values; expected numbers", source or None)
     eps = eps or (float(np.finfo(a.dtype).eps) if a.dtype.kind == "f" else float(np.finfo(np.float64).eps))
@@ -132,8 +132,8 @@ def answer_array(value, sid: str, source: str) -> tuple[np.ndarray, float]:
 
 
 def _difference(trace, sid: str, yours: np.ndarray, tol: float):
-    """None when your step matches; else (your array in rows orientation or None, the first
-    differing cell in the layout or None for a shape)."""
+    """None when your step matches; else (your array in the rows orientation, the first differing
+    cell in the layout), or (your array as given, None) when its shape is not the step's."""
     want = trace[sid]
     if yours.shape != want.shape:
         if yours.size != want.size or tuple(d for d in yours.shape if d != 1) != tuple(d for d in want.shape if d != 1):
@@ -200,7 +200,8 @@ def _lonely(trace, variant) -> np.ndarray:
     """The queries that see no key in some head of the variant (their weights are 0 there)."""
     rows = np.zeros(trace.scenario.n, bool)
     for h in range(trace.scenario.heads):
-        w = variant(trace.plan_ids(h).get("weights", ""))
+        sid = trace.plan_ids(h).get("weights")
+        w = None if sid is None else variant(sid)
         if w is not None:
             rows |= (w == 0).all(axis=1)
     return rows

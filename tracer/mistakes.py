@@ -38,7 +38,8 @@ def _rerun(trace, scenario=None, **changes):
     """The trace again with the scenario or arithmetic keys changed: step id → rows array."""
     from .trace import run
     a = trace.arithmetic
-    keys = {name: getattr(a, name) for name in ("scale", "softmax_base", "normalize", "stable", "dtype", "algorithm")}
+    keys = {name: getattr(a, name) for name in ("scale", "softmax_base", "normalize", "stable", "dtype", "algorithm",
+                                                "block")}
     keys.update(layout=trace.layout, **({"mask": a.mask} if a.mask is not None else {}))
     keys.update(changes)
     with warnings.catch_warnings():
@@ -97,15 +98,25 @@ def _unscaled(trace):
     return None if trace.arithmetic.scale_divisor(trace.scenario.d_k) is None else _rerun(trace, scale="none")
 
 
-def _rope(trace, style: str | None = None, sign: bool = False):
-    """The other pairing, or the rotation's opposite sign: R(−a) = P·R(a)·P with P negating the
-    second feature of each pair, so W_Q·P and W_K·P turn the scores as a reversed rotation would
-    (and the rotated q and k are the variant's times P)."""
+def _rotary(sc) -> bool:
+    return sc.rope is not None and sc.mla is None
+
+
+def _rope_pairs(trace):
+    """The other pairing: (2i, 2i + 1) for (i, i + d/2), or the reverse."""
     sc = trace.scenario
-    if sc.rope is None or sc.mla is not None:
+    if not _rotary(sc):
         return None
-    if style is not None:
-        return None if style == sc.rope["style"] else _replace(trace, rope={**sc.rope, "style": style})
+    return _replace(trace, rope={**sc.rope, "style": "interleaved" if sc.rope["style"] == "half" else "half"})
+
+
+def _rope_sign(trace):
+    """The rotation's opposite sign: R(−a) = P·R(a)·P with P negating the second feature of each
+    pair, so W_Q·P and W_K·P turn the scores as a reversed rotation would (and the rotated q and k
+    are the variant's times P)."""
+    sc = trace.scenario
+    if not _rotary(sc):
+        return None
     flip = np.ones(sc.d_k)
     flip[pairs(rotary_dims(sc.rope, sc.d_k), sc.rope["style"])[1]] = -1.0
     b = {name: getattr(sc, name) * flip for name in ("b_q", "b_k") if getattr(sc, name) is not None}
@@ -252,9 +263,9 @@ TABLE = (
     Mistake("window_short", "the sliding window is one key too short", "keep keys i − W < j ≤ i", "masked", _window(-1)),
     Mistake("window_long", "the sliding window is one key too long", "keep keys i − W < j ≤ i", "masked", _window(1)),
     Mistake("rope_pairs", "your rotation pairs the other features: {other}", "pair features as {style}", "q_rot",
-            lambda t: _rope(t, style="interleaved" if t.scenario.rope and t.scenario.rope["style"] == "half" else "half")),
+            _rope_pairs),
     Mistake("rope_sign", "your rotation turns the other way: by −p·θ_i (a sign of sin swapped)",
-            "x1·cos − x2·sin for the first of a pair, x1·sin + x2·cos for the second", "q_rot", lambda t: _rope(t, sign=True)),
+            "x1·cos − x2·sin for the first of a pair, x1·sin + x2·cos for the second", "q_rot", _rope_sign),
     Mistake("gqa_repeat", "your query heads read the wrong group: head h read group h mod {groups} (k.repeat), not "
             "h // {per} (k.repeat_interleave, PyTorch's enable_gqa)", "repeat each key/value head {per} times in a row: "
             "repeat_interleave(…, {per}, dim=heads)", "scores", _repeated),
