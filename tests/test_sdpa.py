@@ -145,3 +145,22 @@ def test_bad_input_is_one_line_naming_the_argument(call, message):
     q = torch.randn(1, 3, 3, 4)
     with pytest.raises(tracer.ScenarioError, match=message):
         call(q)
+
+
+@pytest.mark.parametrize("bias, extra, message", [
+    (np.ones((3, 3), bool), {}, r"^score_bias: expected a 3 × 3 matrix .*; a 0/1 mask goes in mask"),
+    (np.zeros((2, 3)), {}, r"^score_bias: expected a 3 × 3 matrix \(query × key\), or 1 of them .*got shape \(2, 3\)"),
+    ([[0.0, np.nan, 0.0]] * 3, {}, r"^score_bias\[0\]\[1\]: expected a number or -inf"),
+    (np.zeros((3, 3)), {"decode": 2, "mask": "causal"}, r"^score_bias: expected no \[decode\] section with it"),
+])
+def test_a_bad_score_bias_is_one_line_naming_it(bias, extra, message):
+    x = np.eye(3)
+    with pytest.raises(tracer.ScenarioError, match=message):
+        tracer.from_arrays(x, q=x, k=x, v=x, score_bias=bias, **extra)
+
+
+def test_the_online_algorithm_refuses_an_additive_mask():
+    x = np.eye(3)
+    sc = tracer.from_arrays(x, q=x, k=x, v=x, score_bias=np.zeros((3, 3)))
+    with pytest.raises(tracer.ScenarioError, match=r"^algorithm: expected standard with score_bias"):
+        tracer.run(sc, algorithm="online")
