@@ -164,3 +164,12 @@ def test_the_online_algorithm_refuses_an_additive_mask():
     sc = tracer.from_arrays(x, q=x, k=x, v=x, score_bias=np.zeros((3, 3)))
     with pytest.raises(tracer.ScenarioError, match=r"^algorithm: expected standard with score_bias"):
         tracer.run(sc, algorithm="online")
+
+
+def test_raw_powers_of_a_query_the_additive_mask_hides_entirely_are_zero_weights_not_an_underflow():
+    x = np.eye(3)
+    bias = np.zeros((3, 3))
+    bias[1] = -np.inf
+    with pytest.warns(tracer.AttentionWarning, match=r"^t2 \(head 0\): every key is masked"):
+        trace = tracer.run(tracer.from_arrays(x, q=x, k=x, v=x, score_bias=bias), stable=False)
+    assert (trace["h0.weights"][1] == 0).all() and trace["h0.weights"][0].sum() == pytest.approx(1)
