@@ -93,7 +93,7 @@ def test_the_example_is_kept_small_and_stripped():
 def test_the_example_runs_and_shows_the_trace_the_swap_and_a_class(executed):
     example, _ = executed
     results = _results(example)
-    trace, explained, weights, sheet, swap, exact, real, made = results
+    trace, explained, weights, sheet, swap, exact, real, made, checked = results
     assert trace["text/plain"].startswith("<Trace by_hand:") and "27/46" in trace["text/html"]
     assert "<script" not in trace["text/html"].lower()
     assert "image/svg+xml" in weights and "image/svg+xml" in sheet
@@ -109,6 +109,7 @@ def test_the_example_runs_and_shows_the_trace_the_swap_and_a_class(executed):
         assert real["text/plain"].startswith("<Trace gpt2_layer5: ") and ", 4 heads, " in real["text/plain"]
         assert "gpt2, layer 5" in real["text/html"] and 'data-step="h0.weights"' in real["text/html"]
     assert "s01.toml" in made["text/plain"] and "key.json" in made["text/plain"]
+    assert "likely cause: your scores are not scaled" in text and checked["text/plain"].startswith("<Trace sdpa:")
 
 
 def test_a_displayed_trace_carries_html_svg_and_plain_text(executed):

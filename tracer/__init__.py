@@ -9,6 +9,8 @@ from .alibi import alibi_slopes
 from .arithmetic import PRESETS, Arithmetic, resolve
 from .errors import AttentionWarning, ScenarioError
 from .models import from_model, from_transformers
+from .check import check   # the functions (their modules, imported first, are tracer/check.py, sdpa.py)
+from .sdpa import sdpa
 from .scenario import Scenario, builtin_names, from_arrays, list_builtins, load_scenario
 from .steps import Step
 from .trace import Trace, run
@@ -23,5 +25,5 @@ def figure(trace, path, steps=None, kind: str = "heatmap", blank: bool = False, 
 
 
 __all__ = ["PRESETS", "Arithmetic", "AttentionWarning", "Scenario", "ScenarioError", "Step", "Trace",
-           "alibi_slopes", "attention", "builtin_names", "figure", "from_arrays", "from_model", "from_transformers", "list_builtins", "load_scenario",
-           "on_compile", "resolve", "run"]
+           "alibi_slopes", "attention", "check", "builtin_names", "figure", "from_arrays", "from_model", "from_transformers", "list_builtins", "load_scenario",
+           "on_compile", "resolve", "run", "sdpa"]

@@ -27,7 +27,7 @@ def engine_for(scenario, engine: str = "auto") -> str:
     the plain layer). The fused n × n blocks need as many keys as queries: cross-attention with
     another length runs stage by stage."""
     if scenario.m != scenario.n or scenario.softcap is not None or scenario.alibi is not None \
-            or scenario.sinks is not None or scenario.mla is not None:
+            or scenario.sinks is not None or scenario.mla is not None or scenario.score_bias is not None:
         return "stages"   # (the fused kernels neither cap nor bias the scores, nor have sinks or latents)
     if engine in ("stages", "fused"):
         return engine
@@ -197,12 +197,25 @@ def _stage_head(run, h: int, K) -> tuple[dict, bool]:
         return out, bool(np.isfinite(out[step_id("z", h)]).all())
     *arrays, finite = K.attend(q, k, kv["v"], allowed, _rule(run, h))
     got = dict(zip(_ATTEND, arrays))
-    if sc.sinks is not None:   # the sink joins the softmax: powers, sums, weights and z again
-        from .sinks import with_sink
-        got.update(with_sink(got["masked"], kv["v"], float(sc.sinks[h]), run.arithmetic))
-        finite = finite and bool(np.isfinite(got["sums"]).all() and np.isfinite(got["z"]).all())
+    finite = _after_attend(run, h, K, got, kv["v"], finite)
     out.update({ids[kind]: arr for kind, arr in got.items() if kind in ids})
     return out, finite
+
+
+def _after_attend(run, h: int, K, got: dict, v, finite: bool) -> bool:
+    """An additive mask, then a sink: each changes the masked scores' softmax, so the powers, sums,
+    weights and z are computed again (in `got`); whether everything stayed finite."""
+    sc = run.scenario
+    if sc.score_bias is not None:   # masked = the scores + M_h (tracer/score_bias.py)
+        from . import score_bias
+        again, finite_again = score_bias.added(K, run, h, got, v)
+        got.update(again)
+        finite = finite_again and bool(np.isfinite(got["biased"]).all())
+    if sc.sinks is not None:   # the sink joins the softmax: powers, sums, weights and z again
+        from .sinks import with_sink
+        got.update(with_sink(got["masked"], v, float(sc.sinks[h]), run.arithmetic))
+        finite = finite and bool(np.isfinite(got["sums"]).all() and np.isfinite(got["z"]).all())
+    return finite
 
 
 def _latent_head(run, h: int, K, ids: dict, allowed) -> tuple[dict, bool]:
@@ -210,11 +223,8 @@ def _latent_head(run, h: int, K, ids: dict, allowed) -> tuple[dict, bool]:
     got, q, k = mla.stage_head(run, h, K)
     *arrays, finite = K.attend(q, k, got["v"], allowed, _rule(run, h))
     got.update(zip(_ATTEND, arrays))
+    finite = _after_attend(run, h, K, got, got["v"], finite)
     got.update(mla.absorbed(run, h, got))
-    if run.scenario.sinks is not None:
-        from .sinks import with_sink
-        got.update(with_sink(got["masked"], got["v"], float(run.scenario.sinks[h]), run.arithmetic))
-        finite = finite and bool(np.isfinite(got["sums"]).all() and np.isfinite(got["z"]).all())
     return {ids[kind]: arr for kind, arr in got.items() if kind in ids}, finite
 
 

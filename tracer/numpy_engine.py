@@ -89,6 +89,11 @@ def add(a, b):
     return a + b
 
 
+def add_row(y, b):
+    """y + b, the same row b (1 × d) added to every row: the output projection's bias."""
+    return y + b
+
+
 def layer_norm(r, eps):
     # as the kernel: float64 sums, a row beyond ±1 divided by its largest value first
     big = np.maximum(np.abs(r).max(axis=1, keepdims=True).astype(np.float64), 1.0)
@@ -144,5 +149,5 @@ def textbook_head(x, w_q, w_k, w_v, allowed, rule):
 
 NAMES = ("project", "scores", "divide", "floor_divide", "soft_cap", "linear_bias", "mask", "row_max", "exp_powers", "base_powers",
          "row_sums", "softmax_weights", "relu_weights", "weighted_sum", "concat", "finite", "add",
-         "layer_norm", "attend", "textbook_head")
+         "add_row", "layer_norm", "attend", "textbook_head")
 KERNELS = SimpleNamespace(**{name: globals()[name] for name in NAMES})

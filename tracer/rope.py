@@ -41,18 +41,38 @@ def plain(d_k: int, base: float) -> np.ndarray:
     return base ** (-2.0 * np.arange(d_k // 2) / d_k)
 
 
+def plain32(d_k: int, base: float) -> np.ndarray:
+    """θ_i as PyTorch models form it, `1.0 / base ** (torch.arange(0, d, 2).float() / d)`: the exponent
+    and the quotient in float32 (the power rounded to float32 from float64; PyTorch's own power is
+    within an ulp of it: 1 pair in 64 may differ by one ulp)."""
+    e = np.arange(0, d_k, 2, dtype=np.float32)[: d_k // 2] / np.float32(d_k)
+    power = (np.float64(np.float32(base)) ** e.astype(np.float64)).astype(np.float32)
+    return (np.float32(1.0) / power).astype(np.float64)
+
+
 def frequencies(spec: dict, d_k: int) -> np.ndarray:
-    """Each pair's frequency after the spec's scaling (d_k: the rotated features).
+    """Each pair's frequency after the spec's scaling (d_k: the rotated features); with angles
+    "float32", θ in float32 as PyTorch forms it (a scaling's factor applied to it, rounded again).
 
     linear divides every θ by the factor; llama3 divides the slow pairs (wavelength 2π/θ beyond
     original ÷ low_freq_factor), keeps the fast ones (below original ÷ high_freq_factor) and blends
     in between by how many turns the pair makes in the original context; yarn blends each pair from
     θ ÷ factor to θ along a ramp over the pairs that turn between beta_slow and beta_fast times in it."""
-    theta = plain(d_k, spec["base"])
+    single = spec.get("angles") == "float32"
+    theta = plain32(d_k, spec["base"]) if single else plain(d_k, spec["base"])
     s = spec.get("scaling")
     if s is None:
         return theta
-    return theta * (1 - (1 - 1 / s["factor"]) * slowed(spec, d_k))
+    theta = theta * (1 - (1 - 1 / s["factor"]) * slowed(spec, d_k))
+    return theta.astype(np.float32).astype(np.float64) if single else theta
+
+
+def angles(spec: dict, p, theta):
+    """p·θ: in float64, or (angles "float32") rounded to float32 as PyTorch's float32 product is
+    (its error grows with the position: about p·2⁻²⁴ rad)."""
+    if spec.get("angles") == "float32":
+        return (np.asarray(p, np.float32) * np.asarray(theta, np.float32)).astype(np.float64)
+    return np.asarray(p, np.float64) * theta
 
 
 def slowed(spec: dict, d_k: int) -> np.ndarray:
@@ -119,6 +139,6 @@ def thaw(frozen: tuple) -> dict:
 @functools.lru_cache(maxsize=8)
 def _tables(count: int, d_k: int, frozen: tuple, dtype: str) -> tuple[np.ndarray, np.ndarray]:
     spec = thaw(frozen)
-    angle = np.outer(positions(spec, count), frequencies(spec, d_k))
+    angle = angles(spec, positions(spec, count)[:, None], frequencies(spec, d_k)[None, :])
     a = attention_factor(spec)
     return np.ascontiguousarray(np.cos(angle) * a, dtype=dtype), np.ascontiguousarray(np.sin(angle) * a, dtype=dtype)

@@ -321,9 +321,10 @@ def _decodable(mask, arithmetic: Arithmetic) -> None:
 def _standard_only(scenario: Scenario, arithmetic: Arithmetic) -> None:
     """Soft-capping and ALiBi change each score on its own: the online blocks do not (yet) do it."""
     if arithmetic.online and (scenario.softcap is not None or scenario.alibi is not None or scenario.sinks is not None
-                              or scenario.mla is not None):
+                              or scenario.mla is not None or scenario.score_bias is not None):
         what = "softcap" if scenario.softcap is not None else "alibi" if scenario.alibi is not None else \
-            "weights.sinks" if scenario.sinks is not None else "[mla]"
+            "weights.sinks" if scenario.sinks is not None else "score_bias" if scenario.score_bias is not None \
+            else "[mla]"
         raise ScenarioError("algorithm", f"expected standard with {what} (the online algorithm's blocks are not "
                             "capped, biased or given a sink here; the standard one shows each step)")
 
@@ -351,8 +352,12 @@ def run(scenario, arithmetic: str | None = None, *, lazy: bool | None = None, en
             raise ScenarioError("lazy", f"the whole trace {memory.shortfall(nbytes)}; expected lazy=True (heads "
                                 "computed on demand, a few kept) or fewer tokens", scenario.source)
     allowed = mask_matrix(trace)
-    if allowed is not None and not allowed.any(axis=1).all():
-        lonely = [scenario.tokens[i] for i in np.flatnonzero(~allowed.any(axis=1))]
+    if scenario.score_bias is not None:   # an additive mask's −∞ hides keys too, head by head
+        from . import score_bias
+        lonely = score_bias.lonely(trace)
+    else:
+        lonely = [] if allowed is None else [scenario.tokens[i] for i in np.flatnonzero(~allowed.any(axis=1))]
+    if lonely:
         message = (f"{', '.join(lonely)}: every key is masked for this query, so its weights are all 0 "
                    "(as PyTorch's scaled_dot_product_attention does)")
         trace.warnings.append(message)

@@ -18,10 +18,11 @@ def class_parser(sub, parser_class, scenario_help: str) -> None:
                    "seed makes the same files")
     m.add_argument("-o", "--output", required=True, metavar="FOLDER", help="a new or empty folder for the class")
     m.add_argument("--force", action="store_true", help="replace a class made in FOLDER before")
-    g = verbs.add_parser("grade", help="mark filled answer sheets (sNN.csv) or saved quizzes; writes grades.csv")
+    g = verbs.add_parser("grade", help="mark filled answer sheets (sNN.csv), saved quizzes or arrays (sNN.npz, "
+                         "as attnsim check reads them); writes grades.csv")
     g.add_argument("folder", metavar="FOLDER", help="the class's folder (attnsim class make -o FOLDER)")
     g.add_argument("answers", nargs="+", metavar="ANSWERS",
-                   help="answers files named from the student's id: s07.csv, s07-ana.csv, s07-quiz.json")
+                   help="answers files named from the student's id: s07.csv, s07-ana.csv, s07-quiz.json, s07.npz")
 
 
 def cmd_class(args) -> int:

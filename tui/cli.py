@@ -1,5 +1,5 @@
-"""The `attnsim` command line (CONTRACT §1, §11, §14): list, show, export, diff, validate, tui, serve,
-quiz, class.
+"""The `attnsim` command line (CONTRACT §1, §11, §14, §19): list, show, export, diff, validate, tui, serve,
+quiz, class, check.
 (The benchmarks are not a verb: they live in the source checkout, `python -m bench`.)
 
 Bad input of any kind ends with exactly one `attnsim: error: …` line on stderr and exit code 2;
@@ -13,6 +13,7 @@ import warnings
 
 from tracer.errors import ScenarioError, one_line
 
+from .check_verb import check_parser, cmd_check
 from .class_verb import class_parser, cmd_class
 
 PROG = "attnsim"
@@ -107,6 +108,7 @@ def parser() -> argparse.ArgumentParser:
                    "over plain HTTP")
     _run_options(w)
     class_parser(sub, _Parser, SCENARIO_HELP)
+    check_parser(sub, _run_options, SCENARIO_HELP)
     v = sub.add_parser("validate", help="check scenario files")
     v.add_argument("files", nargs="+", metavar="FILE", help="scenario files (.toml) to check")
     return p
@@ -386,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
             args = parser().parse_args(["tui", *argv])
         verb = {"list": cmd_list, "show": cmd_show, "export": cmd_export, "diff": cmd_diff,
                 "validate": cmd_validate, "tui": cmd_tui, "quiz": cmd_quiz, "serve": cmd_serve,
-                "class": cmd_class}[args.verb]
+                "class": cmd_class, "check": cmd_check}[args.verb]
         if args.verb not in ("tui", "quiz"):  # the TUI shows the notice on its status line
             _compile_notice()
         from tracer.kernels import warm

@@ -90,8 +90,12 @@ def student_of(path: Path, ids: list[str]) -> str:
 
 def read_answers(path: Path, expected: dict) -> tuple[dict, int]:
     """(step, row, col) → the text given, and how many cells were revealed (a quiz's); from a
-    CSV sheet or a quiz's saved answers, of this student's sheet (`expected`: the key entry)."""
+    CSV sheet, a quiz's saved answers or an npz of arrays, of this student's sheet (`expected`:
+    the key entry)."""
     where = str(path)
+    if path.suffix.lower() == ".npz":   # an array per step, as attnsim check reads it
+        from .npz_sheet import read
+        return read(path, expected), 0
     try:
         with open(path, "rb") as f:
             raw = f.read(MAX_BYTES + 1)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import score_bias
+from ..anyarray import numpy_tree
 from ..checks import Shapes, choice, kind, labels, matrix, per_head, text, unknown
 from ..errors import ScenarioError, as_text, one_line
 from . import generated as rnd
@@ -21,7 +23,7 @@ from ..masks import read_mask
 
 TOP_KEYS = ("name", "title", "description", "layout", "tokens", "arithmetic", "mask", "x",
             "weights", "residual", "random", "defaults", "features", "rope", "context", "context_tokens",
-            "norm_in", "model", "decode", "value_features", "softcap", "alibi", "out_norm", "mla")
+            "norm_in", "model", "decode", "value_features", "softcap", "alibi", "out_norm", "mla", "score_bias")
 WEIGHT_KEYS = ("q", "k", "v", "v_down", "v_up", "o", "bq", "bk", "bv", "bo", "q_norm", "k_norm", "norm_eps", "norm_scope", "sinks")
 
 
@@ -131,6 +133,7 @@ def _mechanisms(scenario: Scenario, data: dict) -> None:
     scenario.alibi = mechanisms.alibi(data.get("alibi"), scenario.heads, scenario.context is not None)
     scenario.out_norm = mechanisms.out_norm(data.get("out_norm"), scenario.d_out)
     scenario.sinks = mechanisms.sinks(data["weights"].get("sinks"), scenario.heads)
+    scenario.score_bias = score_bias.read(data.get("score_bias"), scenario.heads, scenario.n, scenario.m, scenario.layout)
     mechanisms.refuse_with_decode(scenario)
 
 
@@ -230,13 +233,13 @@ def from_arrays(x, q=None, k=None, v=None, o=None, *, layout: str = "rows", mask
                 features=None, decode: int | None = None, value_features=None, q_norm=None, k_norm=None,
                 qk_norm_eps: float | None = None, qk_norm_scope: str | None = None, softcap: float | None = None,
                 alibi=None, out_norm: dict | None = None, defaults: dict | None = None, sinks=None,
-                mla: dict | None = None) -> Scenario:
+                mla: dict | None = None, score_bias=None) -> Scenario:
     """A scenario from your own matrices (e.g. weights taken from a real model): the same
     layouts, shapes and checks as a scenario file; q may be one matrix or one per head, k and v one
     per head or one per group (grouped-query), v = "k" reuses the keys; biases and QK-norm's gains
     are vectors (one, or one per head); alibi is True or the slopes; sinks one logit per head;
     defaults are arithmetic keys; mla: [mla]'s keys (then q, k and v are None: the heads' matrices
-    are mla's)."""
+    are mla's); score_bias: an additive mask, one query × key matrix or one per head, −inf hiding a key. Arrays may be NumPy arrays, PyTorch tensors or anything with __array__ or __dlpack__."""
     data = {"name": name, "title": title, "description": description, "layout": layout, "x": x,
             "arithmetic": arithmetic,
             "weights": {key: val for key, val in dict(q=q, k=k, v=v, o=o, v_down=v_down, v_up=v_up,
@@ -246,6 +249,7 @@ def from_arrays(x, q=None, k=None, v=None, o=None, *, layout: str = "rows", mask
     optional = dict(tokens=tokens, residual=residual, rope=rope, context=context, context_tokens=context_tokens,
                     norm_in=norm_in, features=features, decode=None if decode is None else {"prompt": decode},
                     mask=mask, value_features=value_features, softcap=softcap, alibi=alibi, out_norm=out_norm,
-                    defaults=defaults, mla=mla)
+                    defaults=defaults, mla=mla, score_bias=score_bias)
     data.update({key: val for key, val in optional.items() if val is not None})
+    data = {key: numpy_tree(val, key) for key, val in data.items()}   # tensors as they are given
     return build(data, default_name=name if isinstance(name, str) else "mine")

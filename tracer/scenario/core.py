@@ -64,6 +64,7 @@ class Scenario:
     mla: dict | None = None               # multi-head latent attention's shared parts (scenario/latent.py): rank,
     #                                       rope, nope, q_rank, w_dkv, w_kr, w_dq, kv_norm, q_norm, eps; then w_q is
     #                                       [W_UQ | W_QR], w_k is W_UK and w_v is W_UV (both read the latent c_kv)
+    score_bias: np.ndarray | None = None  # heads × query × key, added to the scaled scores; −∞ masks (score_bias.py)
 
     def __repr__(self) -> str:
         from ..notebook import scenario_repr
@@ -162,7 +163,8 @@ class Scenario:
                     alibi=self.alibi is not None, out_norm=self.out_norm is not None, sinks=self.sinks is not None,
                     mla=() if self.mla is None else (self.mla["rank"], self.mla["rope"], self.mla["nope"],
                                                      self.mla["q_rank"] or 0, self.mla["kv_norm"] is not None,
-                                                     self.mla["q_norm"] is not None))
+                                                     self.mla["q_norm"] is not None),
+                    score_bias=self.score_bias is not None)
 
     def describe(self) -> dict:
         """What the exports write about the scenario."""
@@ -191,6 +193,8 @@ class Scenario:
             out["alibi"] = [float(m) for m in self.alibi]
         if self.sinks is not None:
             out["sinks"] = [float(s) for s in self.sinks]
+        if self.score_bias is not None:   # an additive mask: given, per head (its numbers are the trace's input)
+            out["score_bias"] = True
         if self.out_norm is not None:
             out["out_norm"] = {"kind": self.out_norm["kind"], "eps": self.out_norm["eps"]}
         if self.mla is not None:

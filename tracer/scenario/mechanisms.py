@@ -113,8 +113,9 @@ def refuse_with_decode(scenario) -> None:
                                       ("softcap", scenario.softcap is not None),
                                       ("alibi", scenario.alibi is not None),
                                       ("weights.sinks", scenario.sinks is not None),
-                                      ("out_norm", scenario.out_norm is not None)) if there]
+                                      ("out_norm", scenario.out_norm is not None),
+                                      ("score_bias", scenario.score_bias is not None)) if there]
     if found:
         raise ScenarioError(found[0], "expected no [decode] section with it (decoding token by token runs the "
-                            "layer without QK-norm, soft-capping, ALiBi, sinks or an output norm); trace the whole "
+                            "layer without QK-norm, soft-capping, ALiBi, sinks, an additive mask or an output norm); trace the whole "
                             "layer at once instead")

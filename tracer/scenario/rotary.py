@@ -1,5 +1,5 @@
 """[rope]: rotary positions as a scenario file writes them: the base, the style of the pairs, the
-first position (or each token's own), partial rotary, and the scaling of the frequencies for long
+first position (or each token's own), partial rotary, the arithmetic of the angles, and the scaling of the frequencies for long
 contexts (linear, llama3, yarn) with that type's keys."""
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ SCALING_KEYS = {"linear": (("factor",), {}),
                 "yarn": (("factor", "original_max_position_embeddings"),
                          {"beta_fast": 32.0, "beta_slow": 1.0, "attention_factor": None, "truncate": None})}
 ALL_SCALING_KEYS = tuple(dict.fromkeys(k for req, opt in SCALING_KEYS.values() for k in (*req, *opt)))
-ROPE_KEYS = ("base", "style", "offset", "positions", "dims", "scaling", *ALL_SCALING_KEYS)
+ROPE_KEYS = ("base", "style", "offset", "positions", "dims", "scaling", "angles", *ALL_SCALING_KEYS)
+ANGLES = ("exact", "float32")   # how θ_i and p·θ_i are formed: float64, or float32 as PyTorch models do
 
 EXACT = 2**53   # float64 holds every whole number up to here: beyond, neighbouring positions merge
 
@@ -50,6 +51,8 @@ def rope(value, d_k: int, n: int = 1, cross: bool = False) -> dict | None:
     if dims is None and d_k % 2:
         raise ScenarioError("rope", f"expected an even d_k (RoPE rotates pairs of features), got d_k = {d_k}")
     out = {"base": base, "style": style, "offset": int(offset), "scaling": scaling(value)}
+    if choice(value, "angles", ANGLES, "exact", "rope.angles") == "float32":   # kept out of the spec when exact
+        out["angles"] = "float32"
     if dims is not None and dims < d_k:
         out["dims"] = int(dims)
     if value.get("positions") is not None:

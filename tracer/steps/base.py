@@ -43,6 +43,7 @@ class Dims:
     out_norm: bool = False        # a norm of the attention's output before the residual
     sinks: bool = False           # a sink logit per head joins each query's softmax (gpt-oss)
     mla: tuple = ()               # multi-head latent attention: (rank, rope, nope, q_rank or 0, kv_norm, q_norm)
+    score_bias: bool = False      # an additive mask M added to the scaled scores (tracer/score_bias.py)
 
     @property
     def rope(self) -> dict | None:
@@ -70,7 +71,7 @@ class Dims:
         of today's checkpoints."""
         return not (self.grouped or self.rope_spec or self.norm_in or self.v_is_k or self.d_context
                     or self.biases - {"o"} or self.qk_norm or self.softcap or self.alibi or self.out_norm
-                    or self.sinks or self.mla)
+                    or self.sinks or self.mla or self.score_bias)
 
     @property
     def grouped(self) -> bool:
@@ -126,7 +127,7 @@ class Context:
 
     @property
     def masked(self) -> bool:
-        return not (isinstance(self.mask, str) and self.mask == "none")
+        return not (isinstance(self.mask, str) and self.mask == "none") or self.dims.score_bias
 
     @property
     def cross(self) -> bool:

@@ -28,6 +28,7 @@ def _formula(name: str):
         r = spec.get("dims")
         pair = ("(i, i + r/2)" if r else "(i, i + d_k/2)") if spec["style"] == "half" else "(2i, 2i + 1)"
         part = f", the first r = {r} features only" if r else ""
+        part += ", θ_i and p·θ_i in float32" if spec.get("angles") == "float32" else ""
         factor = f"·{rope.attention_factor(spec):.4g}" if rope.attention_factor(spec) != 1 else ""
         return (f"{name} with each pair {pair} of position p turned by p·θ_i (freqs){part}{factor}"
                 "   (cos and sin: decimals, even by hand)")
@@ -45,7 +46,8 @@ def _explain(cell) -> str:
     p = rope.positions(spec, cell.at + 1)[-1]
     theta = float(cell.rows("freqs")[i, 0])
     a = rope.attention_factor(spec)
-    c, s = float(np.cos(p * theta)) * a, float(np.sin(p * theta)) * a
+    rad = float(rope.angles(spec, p, theta))
+    c, s = float(np.cos(rad)) * a, float(np.sin(rad)) * a
     x, y = src[cell.i, first[i]], src[cell.i, second[i]]
     who = cell.key_token(cell.i) if cell.step.kind == "k_rot" else cell.token(cell.i)
     angle = f"{p:g}θ{_sub(i)}"
@@ -57,7 +59,8 @@ def _explain(cell) -> str:
         body = (f"= {left}{name}[{who},{first[i]}]·sin {angle} + {name}[{who},{second[i]}]·cos {angle}{right}"
                 f" = {f(x)}·{s:.4g} + {f(y)}·{c:.4g} = {f(cell.value)}")
     extra = f", yarn's factor {a:.4g} folded into cos and sin" if a != 1 else ""
-    return (f"{body}   (pair {i}, position {p:g}, θ{_sub(i)} = {theta:.4g}, angle {p * theta:.4g} rad{extra})"
+    extra += ", formed in float32" if spec.get("angles") == "float32" else ""
+    return (f"{body}   (pair {i}, position {p:g}, θ{_sub(i)} = {theta:.4g}, angle {rad:.4g} rad{extra})"
             .replace("-", "−"))
 
 
@@ -88,6 +91,8 @@ def _freqs_explain(cell) -> str:
     plain = f"{spec['base']:g}^(−{2 * i}/{d}) = {theta:.4g}"
     wave = f"one turn every {2 * np.pi / cell.value:.4g} positions"
     s = spec.get("scaling")
+    if spec.get("angles") == "float32":   # what the scaling (if any) started from, as PyTorch rounds it
+        plain += f", in float32 {float(rope.plain32(d, spec['base'])[i]):.8g}"
     if s is None:
         return f"= {plain}   (pair {i}: {wave})"
     moved = float(rope.slowed(spec, d)[i])

@@ -96,6 +96,9 @@ register(Kind(
 
 
 def _masked_explain(cell) -> str:
+    if cell.scenario.score_bias is not None:   # an additive mask (tracer/score_bias.py)
+        from ..score_bias import explain
+        return explain(cell)
     s = cell.rows(cell.step.inputs[0])[cell.i, cell.j]
     query, key = cell.token(cell.i), cell.key_token(cell.j)
     if cell.trace.allowed[cell.i, cell.j]:
@@ -108,6 +111,9 @@ _MASK_FORMULA = {"causal": "S, with −∞ where the key comes after the query (
                  "matrix": "S, with −∞ where the mask forbids the key"}
 
 def _masked_formula(ctx) -> str:
+    if ctx.dims.score_bias:   # an additive mask (tracer/score_bias.py)
+        from ..score_bias import formula
+        return formula(ctx)
     mask = ctx.mask if isinstance(ctx.mask, str) else "matrix"
     if mask.startswith("streaming:"):
         sinks, width = mask.split(":")[1:]

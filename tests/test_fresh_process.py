@@ -1,0 +1,77 @@
+"""Every mechanism, first thing in a fresh process with an empty kernel cache: what a user's first
+`attnsim` run meets. Tiny layers then compute with the kernels' NumPy twins and larger ones on the
+NumPy engine (tracer/numpy_engine.py), so a kernel missing there is a crash that an earlier test,
+having loaded numba, would hide. One subprocess runs them all."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+
+import tracer
+from tracer.scenario.files import builtin_extras
+
+SKIP = {"gpt3_layer"}   # 2.5 GB of generated weights: its size, not its mechanism, is what it shows
+
+SCRIPT = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    from tracer.kernels import warm
+    warm._state["started"] = True   # a front end on a cold cache, without the background compile
+    warm.enable()
+    import tracer
+
+    def every_step(trace):
+        for s in trace.steps:
+            trace[s.id]
+        trace.explain(trace.steps[-1].id, 0, 0)
+        return trace
+
+    rng = np.random.default_rng(0)
+    out = {}
+    for n in (4, 80):   # a tiny layer (the kernels' NumPy twins) and one on the NumPy engine
+        x, w = rng.normal(size=(n, 6)), [rng.normal(size=(6, 3)) for _ in range(2)]
+        only_bo = tracer.from_arrays(x, q=w, k=w, v=w, o=rng.normal(size=(6, 5)), bo=rng.normal(size=5))
+        trace = every_step(tracer.run(only_bo))
+        out[f"only_bo_{n}"] = [trace.engine, trace["out"].tolist()]
+    q, bias = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 3, 3))
+    bias[0, 1, 2] = -np.inf   # an additive mask (SDPA's float mask), and tensors' shapes
+    out["sdpa"] = every_step(tracer.sdpa(q, q, q, bias).trace()).scenario.heads, tracer.sdpa(q, q, q, bias).output.tolist()
+    for name in json.loads(sys.argv[1]):
+        for preset in ("exact", "by-hand"):
+            every_step(tracer.run(name, preset))
+        out[name] = tracer.run(name).engine
+    print(json.dumps(out))
+""")
+
+
+def test_every_builtin_and_an_output_bias_alone_run_first_in_a_fresh_process(tmp_path):
+    names = [n for n in tracer.builtin_names() if n not in SKIP and not builtin_extras(n)]
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    done = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(names)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout)
+    assert set(names) <= set(got)
+    assert got["only_bo_80"][0] == "numpy"   # the engine a cold cache runs larger layers on
+    rng = np.random.default_rng(0)
+    for n in (4, 80):   # the same numbers as the script drew, through plain NumPy
+        x, w = rng.normal(size=(n, 6)), [rng.normal(size=(6, 3)) for _ in range(2)]
+        w_o, b_o = rng.normal(size=(6, 5)), rng.normal(size=5)
+        z = []
+        for h in range(2):
+            q = k = v = x @ w[h]
+            s = q @ k.T / np.sqrt(3)
+            a = np.exp(s - s.max(axis=1, keepdims=True))
+            z.append(a / a.sum(axis=1, keepdims=True) @ v)
+        np.testing.assert_allclose(got[f"only_bo_{n}"][1], np.hstack(z) @ w_o + b_o, rtol=1e-12, atol=1e-12)
+    q, bias = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 3, 3))
+    bias[0, 1, 2] = -np.inf
+    s = q @ q.transpose(0, 2, 1) / 2 + bias
+    a = np.exp(s - s.max(axis=-1, keepdims=True))
+    assert got["sdpa"][0] == 2
+    np.testing.assert_allclose(got["sdpa"][1], a / a.sum(axis=-1, keepdims=True) @ q, rtol=1e-12, atol=1e-12)
