@@ -89,6 +89,8 @@ def test_a_class_all_right_some_wrong_in_decimals_with_blanks_and_junk(klass, tm
     assert [(g["student"], g["file"], g["right"], g["wrong"], g["unanswered"], g["cells"]) for g in grades(folder)] == [
         ("s01", "s01.csv", str(n), "0", "0", str(n)), ("s02", "s02-ana.csv", str(n - 2), "2", "0", str(n)),
         ("s03", "s03.csv", str(n), "0", "0", str(n)), ("s04", "s04-late.csv", str(n - v - 3), "3", str(v), str(n))]
+    assert [(g["percentage"], g["hinted"]) for g in grades(folder)] == [
+        ("100.0", "0"), (f"{100 * (n - 2) / n:.1f}", "0"), ("100.0", "0"), (f"{100 * (n - v - 3) / n:.1f}", "0")]
 
 
 def test_decimals_are_right_to_the_places_typed_and_no_further(klass, tmp_path, capsys):
@@ -120,7 +122,7 @@ def test_masked_cells_take_minus_infinity_however_it_is_typed(klass, tmp_path, c
     code, out, _ = cli(capsys, "class", "grade", str(folder), str(nothing))
     assert "s01 (s01.csv): " in out and ", 15 wrong," in out and "given 0, expected -inf" in out
     rows = {g["student"]: g for g in grades(folder)}
-    assert rows["s02"]["file"] == "" and rows["s02"]["right"] == ""   # one file this time: s02's row is empty
+    assert (rows["s02"]["file"], rows["s02"]["right"]) == ("s02.csv", str(n))   # graded before: its marks kept
 
 
 def test_the_most_often_wrong_cells_come_first(klass, tmp_path, capsys):
@@ -151,7 +153,10 @@ def test_a_saved_quiz_is_marked_like_a_sheet(klass, tmp_path, capsys):
     code, out, _ = cli(capsys, "class", "grade", str(folder), str(tmp_path / "s03-quiz.json"))
     n = total(folder, "s03")
     assert code == 0
-    assert out.splitlines()[0] == f"s03 (s03-quiz.json): 2 of {n} right, 1 wrong, {n - 3} unanswered, 1 revealed"
+    assert out.splitlines()[0] == f"s03 (s03-quiz.json): 2 of {n} right (1 after a hint), 1 wrong, {n - 3} " \
+                                  "unanswered, 1 revealed"
+    row = next(g for g in grades(folder) if g["student"] == "s03")
+    assert (row["right"], row["hinted"], row["percentage"]) == ("2", "1", f"{100 * 2 / n:.1f}")
     assert f"  h0.weights row 1 col 0 (x2, x1): given 7, expected {w[1][0]}" in out
     saved.write(tmp_path / "s02-quiz.json")   # s03's quiz handed in as s02's
     code, _, err = cli(capsys, "class", "grade", str(folder), str(tmp_path / "s02-quiz.json"))

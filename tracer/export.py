@@ -23,7 +23,7 @@ from .errors import ScenarioError
 from .given import display_name, given, plus_zero
 from .labels import axis_labels, axis_title, step_labels  # axis_labels also imported from here by tracer.figures
 from .numbers import fractions_for, table_writer, tolerance
-from .writing import atomic_path, refuse_an_input, selected_steps  # noqa: F401  (also the CLI's, from here)
+from .writing import atomic_path, refuse_an_input, selected_steps, spreadsheet_text  # noqa: F401  (also the CLI's, from here)
 
 SCHEMA = "attnsim.trace/1"
 FORMATS = ("json", "npz", "csv", "md", "svg", "png")
@@ -171,12 +171,14 @@ def _write_npz(trace, steps, tmp: Path, blank: bool) -> None:
 
 def _write_csv(trace, steps, tmp: Path, blank: bool) -> None:
     """step,row,col,value as the contract has it, then the row's and the column's labels (token
-    names); the inputs and weights follow the steps, as `given/x`, `given/weights.q[0]`, …"""
+    names, disarmed for a spreadsheet: `=SUM(A1)` is written `'=SUM(A1)`); the inputs and weights
+    follow the steps, as `given/x`, `given/weights.q[0]`, …"""
     parts = [(s.id, s.axes, trace[s.id]) for s in steps] + [(f"given/{n}", ax, a) for n, ax, a in given(trace)]
     with open(tmp, "w", encoding="utf-8", newline="") as f:
         f.write("step,row,col,value,row_label,col_label\n")
         for key, axes, a in parts:
-            rows, cols = ([_csv_field(t) for t in axis_labels(trace, axis, n)] for axis, n in zip(axes, a.shape))
+            rows, cols = ([_csv_field(spreadsheet_text(t)) for t in axis_labels(trace, axis, n)]
+                          for axis, n in zip(axes, a.shape))
             buf = io.StringIO()
             for r in range(a.shape[0]):
                 for c, v in enumerate(plus_zero(a[r]).tolist()):

@@ -19,6 +19,7 @@ from ..scenario.build import build, load_scenario
 from ..scenario.files import read_toml, resolve_path
 from ..tomlfile import parse_toml
 from ..trace import run
+from ..writing import spreadsheet_text
 from . import MAX_STUDENTS
 from . import folder as place
 from . import printing, tomltext
@@ -107,11 +108,13 @@ def computed(trace) -> list:
 
 
 def answer_sheet(trace) -> str:
-    """The CSV export's rows of the computed steps, `value` empty: a sheet to fill in."""
+    """The CSV export's rows of the computed steps, `value` empty: a sheet to fill in (in a
+    spreadsheet: its labels disarmed, as the export's)."""
     buf = io.StringIO()
     out = csv.writer(buf, lineterminator="\n")
     out.writerow(HEADER)
     for sid, (rows, cols) in _labels(trace).items():
+        rows, cols = [spreadsheet_text(t) for t in rows], [spreadsheet_text(t) for t in cols]
         out.writerows((sid, r, c, "", rows[r], cols[c]) for r in range(len(rows)) for c in range(len(cols)))
     return buf.getvalue()
 
