@@ -22,7 +22,6 @@ from . import saved as quiz
 
 MAX_BYTES = 16 * 2**20
 _STUDENT = re.compile(r"^(s\d+)(?![0-9])")
-ID = re.compile(r"s\d{2,3}")   # the ids class make gives: s01 … s99, s001 … s500
 TOL = 1e-15   # the key's cells are exact; a typed fraction is compared with them as the quiz compares
 GRADES = "grades.csv"
 COLUMNS = ("student", "file", "right", "wrong", "unanswered", "cells", "percentage", "hinted")
@@ -73,7 +72,7 @@ def load_key(folder) -> dict:
                 and isinstance(s.get("cells"), dict) and s["cells"]):
             raise ScenarioError(f"students[{n}]", "expected id, name, fingerprint and cells (rows of exact values) "
                                 f"as attnsim class make wrote them", str(path))
-        if not ID.fullmatch(s["id"]) or s["id"] in seen:
+        if not place.ID.fullmatch(s["id"]) or s["id"] in seen:
             raise ScenarioError(f"students[{n}].id", f"expected a student's id as class make gives them, s01, s02, "
                                 f"… (each once), got {s['id']!r}", str(path))
         seen.add(s["id"])

@@ -67,12 +67,12 @@ def make_class(spec, students, out, *, seed: int | None = None, force: bool = Fa
     refuse_document(original, original.get("name") if isinstance(original.get("name"), str) else path.stem)
     scenario = load_scenario(spec)
     refuse_unfillable(scenario)
-    target = Path(out)
-    place.check_target(target, force)
-    ids = student_ids(n)
+    target, ids = Path(out), student_ids(n)
+    names = place.class_files(ids)
+    place.check_target(target, force, names)
     key = {"schema": place.SCHEMA, "scenario": scenario.name, "title": scenario.title, "seed": seed,
            "arithmetic": PRESET, "bound": BOUND, "labels": {}, "students": []}
-    with place.built_in_place(target) as tmp:
+    with place.built_in_place(target, force, names) as tmp:
         sheets, keys = [], []
         for sid, (drawn, _, _) in zip(ids, variants(scenario, n, seed, lambda s: run(s, PRESET))):
             trace = _student(tmp, sid, original, scenario, drawn, seed)
