@@ -217,6 +217,8 @@ def _write_md(trace, steps, tmp: Path, blank: bool) -> None:
     if sc.description:
         out += [_md_text(worksheet_words(sc.description)), ""]
     out += [f"Layout: **{trace.layout}** · arithmetic: **{trace.arithmetic.preset}**: {arithmetic_words(trace)}.", ""]
+    if given_words(trace):
+        out += [f"Given besides the matrices: {given_words(trace)}.", ""]
     if blank:
         out += ["Fill in each table from the ones before it; each step's formula is under its title.", ""]
     for name, axes, a in given(trace):
@@ -244,6 +246,26 @@ def worksheet_words(description: str) -> str:
     """A scenario's lesson as a printed sheet tells it: sentences about the app's keys left out."""
     sentences = re.split(r"(?<=[.!?])\s+", description.strip())
     return " ".join(s for s in sentences if not re.search(r"\b[Pp]ress\b", s)).strip()
+
+
+def given_words(trace) -> str:
+    """The numbers a scenario gives besides its matrices, as a sheet to work by hand must state
+    them (the sinks' logits, the cap, ALiBi's slopes, QK-norm's eps); empty when there are none."""
+    sc, parts = trace.scenario, []
+
+    def per_head(values) -> str:
+        values = [f"{float(v):g}" for v in values]
+        return values[0] if len(values) == 1 else ", ".join(f"{v} (head {h})" for h, v in enumerate(values))
+    if sc.sinks is not None:
+        parts.append(f"the sink's logit {per_head(sc.sinks)} (its power joins each query's sum; the sink's share "
+                     "is that power ÷ the sum)")
+    if sc.softcap is not None:
+        parts.append(f"the cap C = {sc.softcap:g}")
+    if sc.alibi is not None:
+        parts.append(f"ALiBi's slope m = {per_head(sc.alibi)}")
+    if sc.q_norm is not None or sc.k_norm is not None:
+        parts.append(f"QK-norm's eps {sc.qk_norm_eps:g} under the root")
+    return "; ".join(parts)
 
 
 def arithmetic_words(trace) -> str:
