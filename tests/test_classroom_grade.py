@@ -221,3 +221,41 @@ def test_marking_judges_as_the_quiz_judges():
             got = mark(expected, {("h0.weights", r, c): typed}, "s01.csv").right == 1
             assert got == quiz, (typed, want)
         assert ok == any(mark(expected, {("h0.weights", 0, c): typed}, "f").right for c in range(3)), typed
+
+
+def test_grading_again_keeps_the_marks_of_the_students_not_in_this_batch(klass, tmp_path, capsys):
+    """Monday's sheets, then Tuesday's late ones and s02's second try: one grades.csv with them all."""
+    folder = tmp_path / "c"
+    folder.mkdir()
+    for p in klass["by_hand"].iterdir():
+        if p.name != "grades.csv":
+            (folder / p.name).write_bytes(p.read_bytes())
+    n = total(folder, "s01")
+    wrong_once = lambda step, r, c, want: "999" if (step, r, c) == ("h0.q", 0, 0) else want   # noqa: E731
+    monday = [fill(folder, "s01", tmp_path / "s01.csv"), fill(folder, "s02", tmp_path / "s02.csv", wrong_once)]
+    assert cli(capsys, "class", "grade", str(folder), *map(str, monday))[0] == 0
+    tuesday = [fill(folder, "s02", tmp_path / "s02-again.csv"), fill(folder, "s04", tmp_path / "s04.csv", wrong_once)]
+    code, out, _ = cli(capsys, "class", "grade", str(folder), *map(str, tuesday))
+    assert code == 0 and out.splitlines()[0] == f"s02 (s02-again.csv): {n} of {n} right, 0 wrong, 0 unanswered"
+    rows = [(g["student"], g["file"], g["right"], g["wrong"], g["percentage"]) for g in grades(folder)]
+    assert rows == [("s01", "s01.csv", str(n), "0", "100.0"), ("s02", "s02-again.csv", str(n), "0", "100.0"),
+                    ("s03", "", "", "", ""), ("s04", "s04.csv", str(n - 1), "1", f"{100 * (n - 1) / n:.1f}")]
+    with (folder / "grades.csv").open(encoding="utf-8") as f:
+        assert f.readline().strip() == "student,file,right,wrong,unanswered,cells,percentage,hinted"
+
+
+def test_an_earlier_grades_csv_of_another_shape_is_merged_or_refused(klass, tmp_path, capsys):
+    folder = tmp_path / "c"
+    folder.mkdir()
+    for p in klass["by_hand"].iterdir():
+        if p.name != "grades.csv":
+            (folder / p.name).write_bytes(p.read_bytes())
+    (folder / "grades.csv").write_text("student,file,right,wrong,unanswered,cells\ns03,s03.csv,7,1,0,8\n")
+    assert cli(capsys, "class", "grade", str(folder), str(fill(folder, "s01", tmp_path / "s01.csv")))[0] == 0
+    s03 = next(g for g in grades(folder) if g["student"] == "s03")   # an older file: its marks kept
+    assert (s03["file"], s03["right"], s03["cells"], s03["percentage"], s03["hinted"]) == ("s03.csv", "7", "8", "", "")
+    (folder / "grades.csv").write_bytes(b"\x00\xff not a table")
+    code, _, err = cli(capsys, "class", "grade", str(folder), str(tmp_path / "s01.csv"))
+    assert code == 2 and one_error_line(err) == f"{folder / 'grades.csv'}: grades.csv: cannot be read as CSV with a " \
+        "student column; expected the grades.csv attnsim class grade wrote (move it away to start anew)"
+    assert (folder / "grades.csv").read_bytes() == b"\x00\xff not a table"

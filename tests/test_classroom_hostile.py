@@ -236,3 +236,29 @@ def test_grades_csv_disarms_what_an_earlier_one_held(copy, tmp_path, capsys):
 def test_the_key_cells_stay_exact_after_reading(folder):
     from tracer.classroom.grading import load_key
     assert load_key(folder)["students"][0]["cells"] == cells_of(folder, "s01")
+
+
+# ---------------------------------------------------------------- quiz --save
+
+def test_quiz_save_refuses_an_empty_name_a_device_and_a_pipe(tmp_path, capsys, monkeypatch):
+    import tui.app
+    opened = []
+    monkeypatch.setattr(tui.app, "run_app", lambda *args, **kw: opened.append(args))
+    for name in ("", " "):
+        code, out, err = cli(capsys, "quiz", "by_hand", "--save", name)
+        assert code == 2 and out == "" and opened == []
+        assert one_error_line(err) == f"--save: expected a file name for the answers (such as s01-quiz.json), " \
+                                      f"got {name!r}"
+    (tmp_path / "zero.json").symlink_to("/dev/zero")
+    code, _, err = cli(capsys, "quiz", "by_hand", "--save", str(tmp_path / "zero.json"))
+    assert code == 2 and opened == []
+    assert one_error_line(err) == f"{tmp_path / 'zero.json'}: file: is not a regular file (a device, pipe or " \
+                                  "socket); expected the file attnsim quiz --save wrote"
+    (tmp_path / "deep.json").write_text('{"schema": "attnsim.quiz/1", "cells": ' + DEEP + "}")
+    code, _, err = cli(capsys, "quiz", "by_hand", "--save", str(tmp_path / "deep.json"))
+    assert code == 2 and one_error_line(err).endswith("deep.json: file: is nested too deeply; expected the file "
+                                                      "attnsim quiz --save wrote")
+    os.mkfifo(tmp_path / "pipe.json")
+    done = attnsim("quiz", "by_hand", "--save", str(tmp_path / "pipe.json"))
+    assert done.returncode == 2 and done.stderr.startswith(f"attnsim: error: {tmp_path / 'pipe.json'}: file: is not "
+                                                           "a regular file")

@@ -51,15 +51,16 @@ def read_bounded(path: Path, limit: int, field: str, expected: str, where: str |
     return raw
 
 
-def read_json(path: Path, limit: int, field: str, expected: str, where: str | None = None):
+def read_json(path: Path, limit: int, field: str, expected: str, where: str | None = None, what: str = "JSON"):
     """The JSON document in regular file `path` (at most `limit` bytes, UTF-8)."""
     where = str(path) if where is None else where
-    return parse_json(read_bounded(path, limit, field, expected, where), field, expected, where)
+    return parse_json(read_bounded(path, limit, field, expected, where), field, expected, where, what)
 
 
-def parse_json(raw: bytes | str, field: str, expected: str, where: str | None = None):
-    """The JSON document in `raw`; one refusal for any text that is not one, including a document
-    nested 100 000 deep (RecursionError) and an integer of thousands of digits (Python's limit)."""
+def parse_json(raw: bytes | str, field: str, expected: str, where: str | None = None, what: str = "JSON"):
+    """The JSON document in `raw`; one refusal for any text that is not one (`what`: what it was
+    to be), including a document nested 100 000 deep (RecursionError) and an integer of thousands
+    of digits (Python's limit)."""
     try:
         return json.loads(raw.decode("utf-8-sig") if isinstance(raw, bytes) else raw)
     except RecursionError:
@@ -67,7 +68,7 @@ def parse_json(raw: bytes | str, field: str, expected: str, where: str | None = 
     except UnicodeDecodeError:
         raise ScenarioError(field, f"is not UTF-8 text; expected {expected}", where) from None
     except json.JSONDecodeError as err:
-        raise ScenarioError(field, f"is not JSON ({err.msg} at line {err.lineno}); expected {expected}",
+        raise ScenarioError(field, f"is not {what} ({err.msg} at line {err.lineno}); expected {expected}",
                             where) from None
     except ValueError:   # the only other: an integer longer than int() reads (4300 digits)
         raise ScenarioError(field, f"holds a number of thousands of digits; expected {expected}", where) from None

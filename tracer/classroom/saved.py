@@ -15,6 +15,7 @@ SCHEMA = "attnsim.quiz/1"
 STATES = ("right", "right after a hint", "revealed", "wrong")   # "wrong": still to find, tried
 MAX_BYTES = 16 * 2**20
 EXPECTED = "the file attnsim quiz --save wrote"
+WHAT = "a quiz's saved answers"
 
 
 @dataclass
@@ -55,7 +56,7 @@ def looks_saved(text: str) -> bool:
 
 def parse(text: str, where: str) -> Saved:
     """The saved answers in `text`, or a ScenarioError naming the file and the field."""
-    return _saved(parse_json(text, "file", f"a quiz's saved answers ({EXPECTED})", where), where)
+    return _saved(parse_json(text, "file", EXPECTED, where, WHAT), where)
 
 
 def _saved(doc, where: str) -> Saved:
@@ -96,4 +97,4 @@ def _entry(cell: dict, name: str, where: str) -> dict:
 def read(path) -> Saved:
     """The saved answers in the file at `path` (a regular file, bounded, UTF-8), errors naming it."""
     where = str(path)
-    return _saved(read_json(Path(path), MAX_BYTES, "file", f"a quiz's saved answers ({EXPECTED})", where), where)
+    return _saved(read_json(Path(path), MAX_BYTES, "file", EXPECTED, where, WHAT), where)
