@@ -88,9 +88,9 @@ def built_in_place(folder: Path, force: bool, names):
     """Yields an empty hidden folder to write the class's files `names` in; when the block ends
     well they become FOLDER's (see the module's docstring); whatever happens, nothing of this
     make is left behind but the class."""
-    folder = Path(os.path.abspath(folder))
-    into = folder.is_dir()
-    home, stem = (folder, INSIDE) if into else (folder.parent, folder.name[:120])
+    real = Path(os.path.abspath(folder))   # `-o .` has a parent and a name too (messages keep what was typed)
+    into = real.is_dir()
+    home, stem = (real, INSIDE) if into else (real.parent, real.name[:120])
     _remove_stale(home, stem)
     try:
         tmp = Path(tempfile.mkdtemp(dir=home, prefix=f".{stem}.{os.getpid()}.", suffix=".partial"))
