@@ -175,6 +175,14 @@ BAD = {
     "row not a number": ("s01.csv", b"step,row,col,value\nh0.q,a,0,1\n", "line 2: expected a step id, a row and a col"),
     "a cell twice": ("s01.csv", b"step,row,col,value\nh0.q,0,0,1\nh0.q,0,0,2\n", "line 3: h0.q row 0 col 0 is given twice"),
     "a broken quiz": ("s01-q.json", b'{"schema": "attnsim.quiz/1", "scenario": 3}', "scenario: expected a string"),
+    "a field over csv's limit": ("s01.csv", b"step,row,col,value\nh0.q,0,0," + b"1" * 131_073 + b"\n",
+                                 "line 2: cannot be read as CSV (field larger than field limit (131072))"),
+    "a quiz nested 100 000 deep": ("s01-q.json", b'{"schema": "attnsim.quiz/1", "cells": ' + b"[" * 100_000
+                                   + b"]" * 100_000 + b"}", "file: is nested too deeply"),
+    "a quiz of a 5000-digit row": ("s01-q.json", b'{"schema": "attnsim.quiz/1", "scenario": "x", "fingerprint": "y", '
+                                   b'"arithmetic": "by-hand", "steps": [], "cells": [{"step": "h0.q", "row": '
+                                   + b"7" * 5000 + b', "col": 0, "typed": "1", "state": "right"}]}',
+                                   "file: holds a number of thousands of digits"),
 }
 
 
