@@ -243,3 +243,16 @@ def test_quiz_save_refuses_an_empty_name_a_device_and_a_pipe(tmp_path, capsys, m
     done = attnsim("quiz", "by_hand", "--save", str(tmp_path / "pipe.json"))
     assert done.returncode == 2 and done.stderr.startswith(f"attnsim: error: {tmp_path / 'pipe.json'}: file: is not "
                                                            "a regular file")
+
+
+BIDI = [chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))]   # LRE … RLO, LRI … PDI
+
+
+@pytest.mark.parametrize("mark", BIDI, ids=[f"U+{ord(c):04X}" for c in BIDI])
+def test_every_bidi_control_is_escaped_wherever_text_is_shown(tmp_path, capsys, mark):
+    """Trojan-source reordering: a bidi control shows what follows it backwards; escaped as \\u202e."""
+    from tracer.errors import one_line
+    assert one_line(f"s01{mark}vsc.csv") == f"s01\\u{ord(mark):04x}vsc.csv"
+    missing = tmp_path / f"by{mark}hand.toml"
+    code, _, err = cli(capsys, "show", str(missing))
+    assert code == 2 and mark not in err and f"\\u{ord(mark):04x}" in one_error_line(err)
