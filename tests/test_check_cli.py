@@ -115,7 +115,25 @@ def test_bad_answers_exit_2_in_one_line_naming_what(tmp_path, capsys, content, m
 
 def test_a_missing_file_exits_2(tmp_path, capsys):
     code, _, err = run(capsys, "check", "by_hand", str(tmp_path / "nowhere.npz"))
-    assert code == 2 and "cannot be read" in err
+    assert code == 2 and "is missing" in err
+
+
+def test_a_fifo_or_a_zip_bomb_is_refused_before_it_is_read(tmp_path, capsys):
+    """A FIFO would hang open(); an npz whose header declares more than memory holds is refused
+    from the header, before anything is inflated."""
+    import io
+    import zipfile
+    fifo = tmp_path / "pipe.npz"
+    os.mkfifo(fifo)
+    code, _, err = run(capsys, "check", "by_hand", str(fifo))
+    assert code == 2 and "is not a regular file" in err
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": (10**7, 10**6)})
+    bomb = tmp_path / "bomb.npz"
+    with zipfile.ZipFile(bomb, "w") as z:
+        z.writestr("h0.weights.npy", header.getvalue())
+    code, _, err = run(capsys, "check", "by_hand", str(bomb))
+    assert code == 2 and "more than this machine can hold" in err and err.count("\n") == 1
 
 
 def test_the_installed_command(tmp_path):

@@ -89,6 +89,8 @@ def test_a_class_all_right_some_wrong_in_decimals_with_blanks_and_junk(klass, tm
     assert [(g["student"], g["file"], g["right"], g["wrong"], g["unanswered"], g["cells"]) for g in grades(folder)] == [
         ("s01", "s01.csv", str(n), "0", "0", str(n)), ("s02", "s02-ana.csv", str(n - 2), "2", "0", str(n)),
         ("s03", "s03.csv", str(n), "0", "0", str(n)), ("s04", "s04-late.csv", str(n - v - 3), "3", str(v), str(n))]
+    assert [(g["percentage"], g["hinted"]) for g in grades(folder)] == [
+        ("100.0", "0"), (f"{100 * (n - 2) / n:.1f}", "0"), ("100.0", "0"), (f"{100 * (n - v - 3) / n:.1f}", "0")]
 
 
 def test_decimals_are_right_to_the_places_typed_and_no_further(klass, tmp_path, capsys):
@@ -120,7 +122,7 @@ def test_masked_cells_take_minus_infinity_however_it_is_typed(klass, tmp_path, c
     code, out, _ = cli(capsys, "class", "grade", str(folder), str(nothing))
     assert "s01 (s01.csv): " in out and ", 15 wrong," in out and "given 0, expected -inf" in out
     rows = {g["student"]: g for g in grades(folder)}
-    assert rows["s02"]["file"] == "" and rows["s02"]["right"] == ""   # one file this time: s02's row is empty
+    assert (rows["s02"]["file"], rows["s02"]["right"]) == ("s02.csv", str(n))   # graded before: its marks kept
 
 
 def test_the_most_often_wrong_cells_come_first(klass, tmp_path, capsys):
@@ -151,7 +153,10 @@ def test_a_saved_quiz_is_marked_like_a_sheet(klass, tmp_path, capsys):
     code, out, _ = cli(capsys, "class", "grade", str(folder), str(tmp_path / "s03-quiz.json"))
     n = total(folder, "s03")
     assert code == 0
-    assert out.splitlines()[0] == f"s03 (s03-quiz.json): 2 of {n} right, 1 wrong, {n - 3} unanswered, 1 revealed"
+    assert out.splitlines()[0] == f"s03 (s03-quiz.json): 2 of {n} right (1 after a hint), 1 wrong, {n - 3} " \
+                                  "unanswered, 1 revealed"
+    row = next(g for g in grades(folder) if g["student"] == "s03")
+    assert (row["right"], row["hinted"], row["percentage"]) == ("2", "1", f"{100 * 2 / n:.1f}")
     assert f"  h0.weights row 1 col 0 (x2, x1): given 7, expected {w[1][0]}" in out
     saved.write(tmp_path / "s02-quiz.json")   # s03's quiz handed in as s02's
     code, _, err = cli(capsys, "class", "grade", str(folder), str(tmp_path / "s02-quiz.json"))
@@ -170,6 +175,14 @@ BAD = {
     "row not a number": ("s01.csv", b"step,row,col,value\nh0.q,a,0,1\n", "line 2: expected a step id, a row and a col"),
     "a cell twice": ("s01.csv", b"step,row,col,value\nh0.q,0,0,1\nh0.q,0,0,2\n", "line 3: h0.q row 0 col 0 is given twice"),
     "a broken quiz": ("s01-q.json", b'{"schema": "attnsim.quiz/1", "scenario": 3}', "scenario: expected a string"),
+    "a field over csv's limit": ("s01.csv", b"step,row,col,value\nh0.q,0,0," + b"1" * 131_073 + b"\n",
+                                 "line 2: cannot be read as CSV (field larger than field limit (131072))"),
+    "a quiz nested 100 000 deep": ("s01-q.json", b'{"schema": "attnsim.quiz/1", "cells": ' + b"[" * 100_000
+                                   + b"]" * 100_000 + b"}", "file: is nested too deeply"),
+    "a quiz of a 5000-digit row": ("s01-q.json", b'{"schema": "attnsim.quiz/1", "scenario": "x", "fingerprint": "y", '
+                                   b'"arithmetic": "by-hand", "steps": [], "cells": [{"step": "h0.q", "row": '
+                                   + b"7" * 5000 + b', "col": 0, "typed": "1", "state": "right"}]}',
+                                   "file: holds a number of thousands of digits"),
 }
 
 
@@ -216,3 +229,41 @@ def test_marking_judges_as_the_quiz_judges():
             got = mark(expected, {("h0.weights", r, c): typed}, "s01.csv").right == 1
             assert got == quiz, (typed, want)
         assert ok == any(mark(expected, {("h0.weights", 0, c): typed}, "f").right for c in range(3)), typed
+
+
+def test_grading_again_keeps_the_marks_of_the_students_not_in_this_batch(klass, tmp_path, capsys):
+    """Monday's sheets, then Tuesday's late ones and s02's second try: one grades.csv with them all."""
+    folder = tmp_path / "c"
+    folder.mkdir()
+    for p in klass["by_hand"].iterdir():
+        if p.name != "grades.csv":
+            (folder / p.name).write_bytes(p.read_bytes())
+    n = total(folder, "s01")
+    wrong_once = lambda step, r, c, want: "999" if (step, r, c) == ("h0.q", 0, 0) else want   # noqa: E731
+    monday = [fill(folder, "s01", tmp_path / "s01.csv"), fill(folder, "s02", tmp_path / "s02.csv", wrong_once)]
+    assert cli(capsys, "class", "grade", str(folder), *map(str, monday))[0] == 0
+    tuesday = [fill(folder, "s02", tmp_path / "s02-again.csv"), fill(folder, "s04", tmp_path / "s04.csv", wrong_once)]
+    code, out, _ = cli(capsys, "class", "grade", str(folder), *map(str, tuesday))
+    assert code == 0 and out.splitlines()[0] == f"s02 (s02-again.csv): {n} of {n} right, 0 wrong, 0 unanswered"
+    rows = [(g["student"], g["file"], g["right"], g["wrong"], g["percentage"]) for g in grades(folder)]
+    assert rows == [("s01", "s01.csv", str(n), "0", "100.0"), ("s02", "s02-again.csv", str(n), "0", "100.0"),
+                    ("s03", "", "", "", ""), ("s04", "s04.csv", str(n - 1), "1", f"{100 * (n - 1) / n:.1f}")]
+    with (folder / "grades.csv").open(encoding="utf-8") as f:
+        assert f.readline().strip() == "student,file,right,wrong,unanswered,cells,percentage,hinted"
+
+
+def test_an_earlier_grades_csv_of_another_shape_is_merged_or_refused(klass, tmp_path, capsys):
+    folder = tmp_path / "c"
+    folder.mkdir()
+    for p in klass["by_hand"].iterdir():
+        if p.name != "grades.csv":
+            (folder / p.name).write_bytes(p.read_bytes())
+    (folder / "grades.csv").write_text("student,file,right,wrong,unanswered,cells\ns03,s03.csv,7,1,0,8\n")
+    assert cli(capsys, "class", "grade", str(folder), str(fill(folder, "s01", tmp_path / "s01.csv")))[0] == 0
+    s03 = next(g for g in grades(folder) if g["student"] == "s03")   # an older file: its marks kept
+    assert (s03["file"], s03["right"], s03["cells"], s03["percentage"], s03["hinted"]) == ("s03.csv", "7", "8", "", "")
+    (folder / "grades.csv").write_bytes(b"\x00\xff not a table")
+    code, _, err = cli(capsys, "class", "grade", str(folder), str(tmp_path / "s01.csv"))
+    assert code == 2 and one_error_line(err) == f"{folder / 'grades.csv'}: grades.csv: cannot be read as CSV with a " \
+        "student column; expected the grades.csv attnsim class grade wrote (move it away to start anew)"
+    assert (folder / "grades.csv").read_bytes() == b"\x00\xff not a table"

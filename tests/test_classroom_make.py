@@ -144,3 +144,133 @@ def test_a_failure_half_way_leaves_no_half_class_and_the_old_one_whole(tmp_path,
     written.clear()
     code, _, _ = cli(capsys, "class", "make", "by_hand", "--students", "4", "-o", str(tmp_path / "new"))
     assert code == 2 and leftovers(tmp_path) == ["c"]
+
+
+# ---------------------------------------------------------------- what --force may replace, and races
+
+def tree(folder: Path) -> dict[str, bytes]:
+    """Every file under FOLDER (hidden ones too) by its path inside it, with its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def sheets_of(n: int) -> set[str]:
+    ids = [f"s{i:02d}" for i in range(1, n + 1)]
+    return {f"{sid}{ext}" for sid in ids for ext in (".pdf", ".md", ".toml", ".csv")} | {"key.json", "key.pdf"}
+
+
+def test_force_replaces_only_the_files_of_the_earlier_class(tmp_path, capsys, no_pdfs):
+    folder = tmp_path / "c"
+    assert cli(capsys, "class", "make", "by_hand", "--students", "3", "--seed", "1", "-o", str(folder))[0] == 0
+    (folder / "returned").mkdir()
+    (folder / "returned" / "s01-ana.csv").write_text("step,row,col,value\n")
+    (folder / "grades.csv").write_text("student,file,right\ns01,s01-ana.csv,3\n")
+    (folder / "thesis.odt").write_bytes(b"a user's own document")
+    (folder / "s01-notes.md").write_text("not a class file: the name only starts like one")
+    mine = {name: data for name, data in tree(folder).items() if name not in sheets_of(3)}
+    code, out, _ = cli(capsys, "class", "make", "gpt_causal", "--students", "2", "--seed", "4", "-o", str(folder),
+                       "--force")
+    assert code == 0 and out.startswith(f"wrote {folder}: 2 sheets of gpt_causal")
+    after = tree(folder)
+    assert set(after) == sheets_of(2) | set(mine)                      # s03's files went with their class
+    assert {name: after[name] for name in mine} == mine                 # everything else as it was
+    assert json.loads(after["key.json"])["scenario"] == "gpt_causal"
+    assert leftovers(tmp_path) == ["c"]
+
+
+def test_force_refuses_a_name_the_class_needs_that_the_earlier_one_did_not_write(tmp_path, capsys, no_pdfs):
+    folder = tmp_path / "c"
+    assert cli(capsys, "class", "make", "by_hand", "--students", "2", "-o", str(folder))[0] == 0
+    (folder / "s03.md").write_text("my notes on student three")
+    (folder / "s01.csv").unlink()
+    (folder / "s01.csv").mkdir()                                       # a folder where a sheet was
+    before = tree(folder)
+    code, out, err = cli(capsys, "class", "make", "by_hand", "--students", "3", "-o", str(folder), "--force")
+    assert code == 2 and out == ""
+    assert one_error_line(err) == f"--force: {folder / 's01.csv'} is not a file of the class made there before; " \
+                                  "expected only the earlier class's files where the new one writes its own (move " \
+                                  "it away first)"
+    (folder / "s01.csv").rmdir()
+    code, _, err = cli(capsys, "class", "make", "by_hand", "--students", "3", "-o", str(folder), "--force")
+    assert code == 2 and one_error_line(err).startswith(f"--force: {folder / 's03.md'} is not a file of the class")
+    assert tree(folder) == {k: v for k, v in before.items()} and leftovers(tmp_path) == ["c"]
+
+
+def test_a_key_that_only_claims_the_schema_never_takes_the_folder_with_it(tmp_path, capsys, no_pdfs):
+    folder = tmp_path / "c"
+    folder.mkdir()
+    (folder / "key.json").write_text('{"schema": "attnsim.class/1", "students": [{"id": "../../x"}, {"id": "/"}]}')
+    (folder / "report.docx").write_bytes(b"a user's own document")
+    (folder / "data").mkdir()
+    (folder / "data" / "x.csv").write_text("1,2\n")
+    code, _, _ = cli(capsys, "class", "make", "by_hand", "--students", "2", "--seed", "2", "-o", str(folder), "--force")
+    assert code == 0
+    after = tree(folder)
+    assert after["report.docx"] == b"a user's own document" and after["data/x.csv"] == b"1,2\n"
+    assert set(after) == sheets_of(2) | {"report.docx", "data/x.csv"}
+
+
+def test_the_current_folder_takes_a_class_and_nothing_hidden_is_left(tmp_path, capsys, no_pdfs, monkeypatch):
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    code, out, err = cli(capsys, "class", "make", "by_hand", "--students", "2", "-o", ".")
+    assert code == 0 and err == "" and out.startswith("wrote .: 2 sheets of by_hand")
+    assert set(tree(here)) == sheets_of(2) and leftovers(tmp_path) == ["here"]
+    code, _, err = cli(capsys, "class", "make", "by_hand", "--students", "2", "-o", ".")
+    assert code == 2 and "exists and is not empty" in one_error_line(err)
+    code, _, _ = cli(capsys, "class", "make", "gpt_causal", "--students", "3", "-o", ".", "--force")
+    assert code == 0 and set(tree(here)) == sheets_of(3) and leftovers(tmp_path) == ["here"]
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new folder", "empty folder"])
+def test_three_makes_into_one_folder_one_wins_and_nothing_of_anyone_is_removed(tmp_path, no_pdfs, monkeypatch,
+                                                                               existing):
+    """Three threads, each held once its class is built (every check passed) until all three are:
+    then each puts its class in place. One may; the others are refused, and remove only their own."""
+    import threading
+    from tracer.classroom import make
+    from tracer.errors import ScenarioError
+    folder = tmp_path / "c"
+    if existing:
+        folder.mkdir()
+    built = threading.Barrier(3, timeout=120)
+    real = make._write_pdfs
+    monkeypatch.setattr(make, "_write_pdfs", lambda tmp, sheets: (real(tmp, sheets), built.wait()))
+    results = {}
+
+    def one(seed):
+        try:
+            results[seed] = make.make_class("by_hand", 1, folder, seed=seed)
+        except ScenarioError as err:
+            results[seed] = err
+    threads = [threading.Thread(target=one, args=(seed,)) for seed in (1, 2, 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    won = [seed for seed, r in results.items() if not isinstance(r, Exception)]
+    assert len(won) == 1, results
+    for seed, r in results.items():
+        if seed not in won:
+            assert str(r).startswith(f"-o: {folder}") and "nothing was written" in str(r), r
+    assert set(tree(folder)) == sheets_of(1) and json.loads((folder / "key.json").read_text())["seed"] == won[0]
+    assert leftovers(tmp_path) == ["c"]
+
+
+def test_three_processes_make_one_class(tmp_path):
+    """The same race between processes, as three teachers' terminals would run it."""
+    import subprocess
+    import sys
+    folder = tmp_path / "c"
+    runs = [subprocess.Popen([sys.executable, "-m", "tui", "class", "make", "by_hand", "--students", "2", "--seed",
+                              str(seed), "-o", str(folder)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for seed in (1, 2, 3)]
+    done = [(run.wait(timeout=300), *run.communicate()) for run in runs]
+    winners = [out for code, out, _ in done if code == 0]
+    assert len(winners) == 1 and winners[0].startswith(f"wrote {folder}: 2 sheets"), done
+    for code, out, err in done:
+        if code != 0:
+            assert code == 2 and out == "" and one_error_line(err).startswith(f"-o: {folder}"), err
+    seed = json.loads((folder / "key.json").read_text())["seed"]
+    assert winners[0].rstrip().endswith(f"seed {seed} (--seed {seed} makes the same class again)")
+    assert set(tree(folder)) == sheets_of(2) and leftovers(tmp_path) == ["c"]

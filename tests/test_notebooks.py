@@ -4,6 +4,7 @@ front end (JupyterLab, VS Code, Colab) would show."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -93,7 +94,7 @@ def test_the_example_is_kept_small_and_stripped():
 def test_the_example_runs_and_shows_the_trace_the_swap_and_a_class(executed):
     example, _ = executed
     results = _results(example)
-    trace, explained, weights, sheet, swap, exact, real, made, checked = results
+    trace, explained, weights, sheet, swap, exact, real, made, graded, checked = results
     assert trace["text/plain"].startswith("<Trace by_hand:") and "27/46" in trace["text/html"]
     assert "<script" not in trace["text/html"].lower()
     assert "image/svg+xml" in weights and "image/svg+xml" in sheet
@@ -110,6 +111,28 @@ def test_the_example_runs_and_shows_the_trace_the_swap_and_a_class(executed):
         assert "gpt2, layer 5" in real["text/html"] and 'data-step="h0.weights"' in real["text/html"]
     assert "s01.toml" in made["text/plain"] and "key.json" in made["text/plain"]
     assert "likely cause: your scores are not scaled" in text and checked["text/plain"].startswith("<Trace sdpa:")
+    marks = re.search(r"^s01 \(s01\.csv\): (\d+) of (\d+) right, 0 wrong, 0 unanswered$", text, re.M)
+    assert marks and marks.group(1) == marks.group(2) and "class: 1 sheet marked" in text and graded == {}
+
+
+def _quiz_saves(text: str) -> list[tuple[str, str]]:
+    """(SCENARIO, FILE) of each `attnsim quiz SCENARIO … --save FILE` in a text."""
+    return [(scenario, f) for scenario, f in re.findall(r"attnsim quiz ([^\s`]+)[^\n`]*?--save ([^\s`]+)", text)
+            if "SCENARIO" not in scenario]   # the synopsis, not a recipe
+
+
+def test_the_examples_class_recipe_is_the_readmes():
+    """A student quizzes their own sheet (sNN.toml of the class) and saves JSON, which class grade
+    marks; not the original scenario's quiz in a .csv (another sheet's numbers, refused)."""
+    import json
+    cells = json.loads(EXAMPLE.read_text(encoding="utf-8"))["cells"]
+    notebook = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for text in (notebook, readme[readme.index("## For a teacher's class"):]):
+        saves = _quiz_saves(text)
+        assert saves and all(re.fullmatch(r"\S*s(NN|\d\d)\.toml", scenario) and re.fullmatch(r"s(NN|\d\d)-quiz\.json", f)
+                             for scenario, f in saves), saves
+    assert all(f.endswith(".json") for _, f in _quiz_saves(readme))
 
 
 def test_a_displayed_trace_carries_html_svg_and_plain_text(executed):

@@ -100,8 +100,14 @@ def check(scenario, answers, arithmetic: str | None = None, **overrides) -> Chec
 
 def read_npz(path) -> dict:
     """The arrays of an npz file by name (an export's __meta__ and given/ inputs left out), or a
-    one-line error."""
+    one-line error. A regular file only (a FIFO would hang the read), and the arrays' sizes, as
+    their headers declare them, must fit in memory before any is inflated (a zip bomb)."""
+    from pathlib import Path
+
+    from .memory import fits, gib
+    from .readfile import regular
     where = one_line(str(path), 200)
+    regular(Path(path), "ANSWERS", "an .npz file", where)
     try:
         with open(path, "rb") as f:
             magic = f.read(4)
@@ -112,13 +118,29 @@ def read_npz(path) -> dict:
                             "…}) or attnsim export -o FILE.npz", where)
     try:
         with np.load(path, allow_pickle=False) as npz:
-            return {name: npz[name] for name in npz.files if name != "__meta__" and not name.startswith("given/")}
+            names = [name for name in npz.files if name != "__meta__" and not name.startswith("given/")]
+            need = sum(_declared_bytes(npz, name) for name in names)
+            if not fits(need):
+                raise ScenarioError("ANSWERS", f"declares {gib(need)} of arrays, more than this machine can hold; "
+                                    "expected a student's intermediates", where)
+            return {name: npz[name] for name in names}
+    except ScenarioError:
+        raise
     except (ValueError, OSError, EOFError, KeyError) as err:   # a damaged zip, an array of objects
         raise ScenarioError("ANSWERS", f"cannot be read as an npz ({one_line(str(err), 80)}); expected numpy.savez's "
                             "arrays of numbers", where) from None
     except Exception as err:  # zipfile.BadZipFile and friends
         raise ScenarioError("ANSWERS", f"is not a whole npz ({type(err).__name__}); expected numpy.savez's file",
                             where) from None
+
+
+def _declared_bytes(npz, name: str) -> int:
+    """The bytes array `name` of an open npz will take, read from its .npy header alone."""
+    with npz.zip.open(name + ".npy") as f:
+        fmt = np.lib.format
+        header = fmt.read_array_header_1_0 if fmt.read_magic(f) == (1, 0) else fmt.read_array_header_2_0
+        shape, _, dtype = header(f)
+    return int(np.prod(shape, dtype=object)) * dtype.itemsize
 
 
 def answer_array(value, sid: str, source: str) -> tuple[np.ndarray, float]:

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import re
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")  # surrogates: a non-UTF-8 file name
+# C0 and C1 controls (terminal escapes), line separators, the bidi controls that reorder what
+# follows them on screen (U+202A–E, U+2066–9: a name could show a forged mark), and lone
+# surrogates (a non-UTF-8 file name)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 MAX_PART = 300  # characters of one part of a message (a huge quoted value would flood the terminal)
 
 
 def one_line(text: str, limit: int = MAX_PART) -> str:
-    """text with control characters and lone surrogates escaped (\\n, \\x00, \\udcff) and cut to
-    `limit` characters."""
+    """text with control characters, bidi controls and lone surrogates escaped (\\n, \\x00,
+    \\u202e, \\udcff) and cut to `limit` characters."""
     text = _CONTROL.sub(lambda m: repr(m.group())[1:-1], str(text))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

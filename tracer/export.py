@@ -23,7 +23,7 @@ from .errors import ScenarioError
 from .given import display_name, given, plus_zero
 from .labels import axis_labels, axis_title, step_labels  # axis_labels also imported from here by tracer.figures
 from .numbers import fractions_for, table_writer, tolerance
-from .writing import atomic_path, refuse_an_input, selected_steps  # noqa: F401  (also the CLI's, from here)
+from .writing import atomic_path, refuse_an_input, selected_steps, spreadsheet_text  # noqa: F401  (also the CLI's, from here)
 
 SCHEMA = "attnsim.trace/1"
 FORMATS = ("json", "npz", "csv", "md", "svg", "png")
@@ -171,12 +171,14 @@ def _write_npz(trace, steps, tmp: Path, blank: bool) -> None:
 
 def _write_csv(trace, steps, tmp: Path, blank: bool) -> None:
     """step,row,col,value as the contract has it, then the row's and the column's labels (token
-    names); the inputs and weights follow the steps, as `given/x`, `given/weights.q[0]`, …"""
+    names, disarmed for a spreadsheet: `=SUM(A1)` is written `'=SUM(A1)`); the inputs and weights
+    follow the steps, as `given/x`, `given/weights.q[0]`, …"""
     parts = [(s.id, s.axes, trace[s.id]) for s in steps] + [(f"given/{n}", ax, a) for n, ax, a in given(trace)]
     with open(tmp, "w", encoding="utf-8", newline="") as f:
         f.write("step,row,col,value,row_label,col_label\n")
         for key, axes, a in parts:
-            rows, cols = ([_csv_field(t) for t in axis_labels(trace, axis, n)] for axis, n in zip(axes, a.shape))
+            rows, cols = ([_csv_field(spreadsheet_text(t)) for t in axis_labels(trace, axis, n)]
+                          for axis, n in zip(axes, a.shape))
             buf = io.StringIO()
             for r in range(a.shape[0]):
                 for c, v in enumerate(plus_zero(a[r]).tolist()):
@@ -215,6 +217,8 @@ def _write_md(trace, steps, tmp: Path, blank: bool) -> None:
     if sc.description:
         out += [_md_text(worksheet_words(sc.description)), ""]
     out += [f"Layout: **{trace.layout}** · arithmetic: **{trace.arithmetic.preset}**: {arithmetic_words(trace)}.", ""]
+    if given_words(trace):
+        out += [f"Given besides the matrices: {given_words(trace)}.", ""]
     if blank:
         out += ["Fill in each table from the ones before it; each step's formula is under its title.", ""]
     for name, axes, a in given(trace):
@@ -242,6 +246,26 @@ def worksheet_words(description: str) -> str:
     """A scenario's lesson as a printed sheet tells it: sentences about the app's keys left out."""
     sentences = re.split(r"(?<=[.!?])\s+", description.strip())
     return " ".join(s for s in sentences if not re.search(r"\b[Pp]ress\b", s)).strip()
+
+
+def given_words(trace) -> str:
+    """The numbers a scenario gives besides its matrices, as a sheet to work by hand must state
+    them (the sinks' logits, the cap, ALiBi's slopes, QK-norm's eps); empty when there are none."""
+    sc, parts = trace.scenario, []
+
+    def per_head(values) -> str:
+        values = [f"{float(v):g}" for v in values]
+        return values[0] if len(values) == 1 else ", ".join(f"{v} (head {h})" for h, v in enumerate(values))
+    if sc.sinks is not None:
+        parts.append(f"the sink's logit {per_head(sc.sinks)} (its power joins each query's sum; the sink's share "
+                     "is that power ÷ the sum)")
+    if sc.softcap is not None:
+        parts.append(f"the cap C = {sc.softcap:g}")
+    if sc.alibi is not None:
+        parts.append(f"ALiBi's slope m = {per_head(sc.alibi)}")
+    if sc.q_norm is not None or sc.k_norm is not None:
+        parts.append(f"QK-norm's eps {sc.qk_norm_eps:g} under the root")
+    return "; ".join(parts)
 
 
 def arithmetic_words(trace) -> str:

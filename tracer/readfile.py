@@ -1,8 +1,10 @@
 """Reading a file a user named, safely: it must be a regular file (a FIFO would hang the read, a
 device such as /dev/zero would never end), no larger than a bound checked before reading, and read
-with that bound even if it grows meanwhile. Every refusal is a ScenarioError naming the file."""
+with that bound even if it grows meanwhile; a JSON document in it read with its nesting and its
+integers bounded. Every refusal is a ScenarioError naming the file."""
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -47,6 +49,29 @@ def read_bounded(path: Path, limit: int, field: str, expected: str, where: str |
     if len(raw) > limit:
         raise ScenarioError(field, too_big, where)
     return raw
+
+
+def read_json(path: Path, limit: int, field: str, expected: str, where: str | None = None, what: str = "JSON"):
+    """The JSON document in regular file `path` (at most `limit` bytes, UTF-8)."""
+    where = str(path) if where is None else where
+    return parse_json(read_bounded(path, limit, field, expected, where), field, expected, where, what)
+
+
+def parse_json(raw: bytes | str, field: str, expected: str, where: str | None = None, what: str = "JSON"):
+    """The JSON document in `raw`; one refusal for any text that is not one (`what`: what it was
+    to be), including a document nested 100 000 deep (RecursionError) and an integer of thousands
+    of digits (Python's limit)."""
+    try:
+        return json.loads(raw.decode("utf-8-sig") if isinstance(raw, bytes) else raw)
+    except RecursionError:
+        raise ScenarioError(field, f"is nested too deeply; expected {expected}", where) from None
+    except UnicodeDecodeError:
+        raise ScenarioError(field, f"is not UTF-8 text; expected {expected}", where) from None
+    except json.JSONDecodeError as err:
+        raise ScenarioError(field, f"is not {what} ({err.msg} at line {err.lineno}); expected {expected}",
+                            where) from None
+    except ValueError:   # the only other: an integer longer than int() reads (4300 digits)
+        raise ScenarioError(field, f"holds a number of thousands of digits; expected {expected}", where) from None
 
 
 def _size(n: int) -> str:

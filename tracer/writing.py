@@ -1,5 +1,6 @@
-"""What every writer of a trace file shares: the steps asked for (unknown ids refused), and the
-atomic write (a temporary file beside the target, renamed over it only when complete)."""
+"""What every writer of a trace file shares: the steps asked for (unknown ids refused), the
+atomic write (a temporary file beside the target, renamed over it only when complete), and text
+cells a spreadsheet shows as text (never runs as a formula)."""
 from __future__ import annotations
 
 import contextlib
@@ -11,6 +12,16 @@ import tempfile
 from pathlib import Path
 
 from .errors import ScenarioError
+
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")   # what makes a spreadsheet read a cell as a formula
+
+
+def spreadsheet_text(text: str) -> str:
+    """A text cell of a CSV meant for a spreadsheet, disarmed by OWASP's rule for CSV injection: one
+    that starts with = + - @, a tab or a carriage return gets a leading ' (shown as text, never run).
+    For text only: a number such as -0.5 is written as it is."""
+    return "'" + text if text.startswith(FORMULA_START) else text
 
 
 def selected_steps(trace, steps=None) -> list:

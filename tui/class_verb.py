@@ -31,15 +31,16 @@ def cmd_class(args) -> int:
         from tracer.classroom.make import make_class
         made = make_class(args.scenario, args.students, args.output, seed=_seed(args.seed), force=args.force)
         ids = made.ids
-        print(f"wrote {one_line(str(made.folder))}: {len(ids)} sheet{'s' * (len(ids) != 1)} of {made.scenario} "
+        print(f"wrote {one_line(str(made.folder))}: {len(ids)} sheet{'s' * (len(ids) != 1)} of {one_line(made.scenario)} "
               f"({ids[0]}{' … ' + ids[-1] if len(ids) > 1 else ''}: .pdf, .md, .toml and .csv each), key.pdf and "
               f"key.json; seed {made.seed} (--seed {made.seed} makes the same class again)")
         return 0
     if args.action == "grade":
         from tracer.classroom.grading import grade, report, write_grades
         key, marks = grade(args.folder, args.answers)
+        lines = report(key, marks)   # built before grades.csv changes: a failure leaves it as it was
         path = write_grades(args.folder, key, marks)
-        print("\n".join(report(key, marks)))
+        print("\n".join(lines))
         print(f"wrote {one_line(str(path))}")
         return 0
     raise ScenarioError("class", "expected make or grade: attnsim class make SCENARIO --students N -o FOLDER, "

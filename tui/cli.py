@@ -354,10 +354,10 @@ def cmd_quiz(args) -> int:
     from tui.quiz import quiz_steps
     overrides = parse_set(args.set)
     scenario = _scenario(args, "by_hand")
-    if args.step or args.save:
+    if args.step or args.save is not None:   # --save "" is refused, not ignored
         trace = tracer.run(scenario, args.arithmetic, lazy=True, **overrides)
         quiz_steps(trace, args.step)
-        if args.save:
+        if args.save is not None:
             from tui.quiz_save import open_saved
             args.save = open_saved(args.save, trace.scenario)
     run_app(scenario, args.arithmetic, overrides, quiz=args.step or [], save=args.save)

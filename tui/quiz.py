@@ -77,6 +77,12 @@ class Quiz:
         left = np.argwhere(self.marks[step_id] == HIDDEN)
         return tuple(int(i) for i in left[0]) if len(left) else (0, 0)
 
+    def next_hidden_cell(self, step_id: str, cell: tuple[int, int]) -> tuple[int, int] | None:
+        """The next cell still to find after `cell` (row by row, from the top again after the last),
+        or None when none is left in the step."""
+        left = [tuple(int(i) for i in rc) for rc in np.argwhere(self.marks[step_id] == HIDDEN)]
+        return next((rc for rc in left if rc > tuple(cell)), left[0] if left else None)
+
     def rerun(self, trace: tracer.Trace) -> None:
         """Keeps the progress on a re-run (another arithmetic or layout): a flipped layout
         transposes the marks, a step that is gone (relu has no powers) leaves the quiz."""

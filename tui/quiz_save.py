@@ -67,6 +67,8 @@ def _order(quiz: Quiz):
 def open_saved(path, scenario) -> QuizSave:
     """The answers saved in FILE for this scenario (to resume), or a new FILE written now (so that
     a path that cannot be written is said at once); a FILE of another scenario is refused."""
+    if not str(path).strip():
+        raise ScenarioError("--save", f"expected a file name for the answers (such as s01-quiz.json), got {path!r}")
     mine = fingerprint(scenario)
     if os.path.exists(path):
         saved = read(path)

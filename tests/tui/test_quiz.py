@@ -40,15 +40,16 @@ async def test_right_wrong_approximate_and_junk_answers():
         assert "✗" in finer and "9 × 3/46" in finer and "too small" in finer
         await type_in(pilot, "0.59")
         assert "✓" in status_text(app) and "1 of 16 cells" in status_text(app)
-        assert screen.cell == (1, 0) and screen.query_one("#current").cell_text(1, 0) == "27/46"
-        await pilot.press("up")
+        assert screen.query_one("#current").cell_text(1, 0) == "27/46"
+        assert screen.cell == (1, 1)                    # right: on to the next cell still to find
+        await pilot.press("left", "up")
         for junk in ("abc", "1/0", "hello", "q"):          # letters go to the answer, not to commands
             await type_in(pilot, junk)
             assert "27/46" in status_text(app) and "0.59" in status_text(app), junk   # the accepted forms
         assert app.is_running and screen.step_id == "h0.weights"
         await type_in(pilot, "9/46")
-        assert "✓" in status_text(app) and "2 of 16" in status_text(app)
-        await pilot.press("right", "down", "down")         # k3, q2: 1/28
+        assert "✓" in status_text(app) and "2 of 16" in status_text(app) and screen.cell == (0, 1)
+        await pilot.press("down", "down")                  # k3, q2: 1/28
         await type_in(pilot, "0.036")
         assert "✓" in status_text(app)
 
@@ -59,11 +60,10 @@ async def test_a_finished_step_opens_the_next_and_the_end_sums_up():
         screen = app.screen
         assert screen.step_id == "h0.sums"
         for n, value in enumerate(SUMS):
-            assert screen.cell == (0, n)
+            assert screen.cell == (0, n)                      # each right answer moves on to the next
             await type_in(pilot, value)
             if n < 3:
                 assert f"{n + 1} of 4" in status_text(app)
-                await pilot.press("right")
         assert "on to h0.weights" in status_text(app)
         assert (screen.step_id, screen.cell) == ("h0.weights", (0, 0))
         await type_in(pilot, "1")                             # wrong: 9/46
@@ -151,3 +151,24 @@ async def test_huge_tiny_and_non_finite_answers_never_end_the_quiz():
 async def _typed(pilot, app, text: str) -> str:
     await type_in(pilot, text)
     return status_text(app)
+
+
+@pilot_test
+async def test_a_right_answer_moves_the_cursor_on_and_a_wrong_one_leaves_it():
+    """CONTRACT §12: after a right answer the cursor goes to the step's next cell still to find
+    (row by row, from the first again after the last, over the cells found); after a wrong one
+    it stays, for another try."""
+    async with opened("by_hand", None, None, ["h0.sums"], size=(120, 36)) as (app, pilot):
+        screen = app.screen
+        await pilot.press("right", "right")
+        await type_in(pilot, "1")                       # wrong: stays for another try
+        assert "✗" in status_text(app) and screen.cell == (0, 2)
+        await type_in(pilot, SUMS[2])
+        assert "✓" in status_text(app) and screen.cell == (0, 3)
+        await type_in(pilot, SUMS[3])                   # the last cell: back to the first still hidden
+        assert screen.cell == (0, 0)
+        await type_in(pilot, SUMS[0])
+        assert screen.cell == (0, 1)
+        await pilot.press("ctrl+r")                     # a reveal is no answer: the step is done, nothing left
+        await settle(pilot)
+        assert "quiz complete" in status_text(app)

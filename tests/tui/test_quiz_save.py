@@ -41,10 +41,9 @@ async def test_answers_are_saved_as_typed_and_resumed(tmp_path):
         await pilot.press("down")
         await type_in(pilot, "0.58")                                 # wrong, then right after the hint
         assert saved_cells(path)[("h0.weights", 1, 0)] == ("0.58", "wrong", 1)
-        await type_in(pilot, "27/46")
-        await pilot.press("up")
-        await type_in(pilot, "0.196")                                 # 9/46 to the places typed
-        await pilot.press("right")
+        await type_in(pilot, "27/46")                                # right: the cursor moves on to (1, 1)
+        await pilot.press("left", "up")
+        await type_in(pilot, "0.196")                                 # 9/46 to the places typed; on to (0, 1)
         await pilot.press("ctrl+r")                                   # revealed
         await settle(pilot)
         assert "2 of 16" in status_text(app)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import ScenarioError
 from ..export import write_export
 from ..labels import axis_labels
@@ -19,6 +21,7 @@ from ..scenario.build import build, load_scenario
 from ..scenario.files import read_toml, resolve_path
 from ..tomlfile import parse_toml
 from ..trace import run
+from ..writing import spreadsheet_text
 from . import MAX_STUDENTS
 from . import folder as place
 from . import printing, tomltext
@@ -66,15 +69,15 @@ def make_class(spec, students, out, *, seed: int | None = None, force: bool = Fa
     refuse_document(original, original.get("name") if isinstance(original.get("name"), str) else path.stem)
     scenario = load_scenario(spec)
     refuse_unfillable(scenario)
-    target = Path(out)
-    place.check_target(target, force)
-    ids = student_ids(n)
+    target, ids = Path(out), student_ids(n)
+    names = place.class_files(ids)
+    place.check_target(target, force, names)
     key = {"schema": place.SCHEMA, "scenario": scenario.name, "title": scenario.title, "seed": seed,
            "arithmetic": PRESET, "bound": BOUND, "labels": {}, "students": []}
-    with place.built_in_place(target) as tmp:
+    with place.built_in_place(target, force, names) as tmp:
         sheets, keys = [], []
-        for sid, (drawn, _, _) in zip(ids, variants(scenario, n, seed, lambda s: run(s, PRESET))):
-            trace = _student(tmp, sid, original, scenario, drawn, seed)
+        for sid, (drawn, searched, _) in zip(ids, variants(scenario, n, seed, lambda s: run(s, PRESET))):
+            trace = _student(tmp, sid, original, scenario, drawn, searched, seed)
             key["students"].append(_key_entry(sid, trace))
             key["labels"] = key["labels"] or _labels(trace)   # the same for every student
             sheets.append((sid, trace))
@@ -83,9 +86,10 @@ def make_class(spec, students, out, *, seed: int | None = None, force: bool = Fa
     return Made(target, ids, seed, scenario.name)
 
 
-def _student(tmp: Path, sid: str, original: dict, scenario, drawn, seed: int):
+def _student(tmp: Path, sid: str, original: dict, scenario, drawn, searched, seed: int):
     """Writes sNN.toml, .md and .csv; returns the student's trace, computed from the file written
-    (so that the key is what the TUI's `o` shows for that file)."""
+    (so that the key is what the TUI's `o` shows for that file), which must be the trace searched:
+    the same steps (none of the lesson's mechanisms lost on the way), the same numbers."""
     doc = tomltext.student_document(original, drawn, f"{scenario.name}-{sid}",
                                     f"{scenario.title or scenario.name} ({sid})")
     text = tomltext.dumps(doc, f"student {sid} of a class made from {scenario.name} "
@@ -93,12 +97,18 @@ def _student(tmp: Path, sid: str, original: dict, scenario, drawn, seed: int):
     path = tmp / f"{sid}.toml"
     path.write_text(text, encoding="utf-8")
     mine = build(parse_toml(text, str(path)), default_name=sid)
-    if fingerprint(mine) != fingerprint(drawn):   # the file must give exactly the numbers searched
-        raise RuntimeError(f"{sid}.toml does not hold the numbers drawn for it")
     trace = run(mine)
+    if fingerprint(mine) != fingerprint(drawn) or not _same(trace, searched):
+        raise RuntimeError(f"{sid}.toml does not give the sheet searched for it")
     write_export(trace, tmp / f"{sid}.md", "md", blank=True)
     (tmp / f"{sid}.csv").write_text(answer_sheet(trace), encoding="utf-8")
     return trace
+
+
+def _same(a, b) -> bool:
+    """Two traces of the same steps with the same numbers (−inf where masked)."""
+    return [s.id for s in a.steps] == [s.id for s in b.steps] and all(
+        np.array_equal(a[s.id], b[s.id]) for s in a.steps)
 
 
 def computed(trace) -> list:
@@ -107,11 +117,13 @@ def computed(trace) -> list:
 
 
 def answer_sheet(trace) -> str:
-    """The CSV export's rows of the computed steps, `value` empty: a sheet to fill in."""
+    """The CSV export's rows of the computed steps, `value` empty: a sheet to fill in (in a
+    spreadsheet: its labels disarmed, as the export's)."""
     buf = io.StringIO()
     out = csv.writer(buf, lineterminator="\n")
     out.writerow(HEADER)
     for sid, (rows, cols) in _labels(trace).items():
+        rows, cols = [spreadsheet_text(t) for t in rows], [spreadsheet_text(t) for t in cols]
         out.writerows((sid, r, c, "", rows[r], cols[c]) for r in range(len(rows)) for c in range(len(cols)))
     return buf.getvalue()
 

@@ -7,7 +7,7 @@ import functools
 import textwrap
 from dataclasses import dataclass
 
-from ..export import arithmetic_words, worksheet_words
+from ..export import arithmetic_words, given_words, worksheet_words
 from ..figures import common
 from ..figures.worksheet import CHAR_W, PAD, Panel, draw_panel, make_panel, pairs
 from ..given import display_name, given
@@ -95,6 +95,8 @@ def header(trace, student: str, key: bool) -> Header:
     if not key and sc.description:
         lines += [(t, SIZES["lesson"], False) for t in _wrap(worksheet_words(sc.description), SIZES["lesson"], width)]
     how = f"Arithmetic ({trace.arithmetic.preset}): {arithmetic_words(trace)}."
+    if given_words(trace):
+        how += f" Given besides the matrices: {given_words(trace)}."
     if not key:
         how += (" Fill in every empty cell from the ones before it: whole numbers, fractions (27/46), −∞ where "
                 "masked.")

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..errors import ScenarioError
+from ..readfile import parse_json, read_json
 from ..writing import atomic_path
 
 SCHEMA = "attnsim.quiz/1"
 STATES = ("right", "right after a hint", "revealed", "wrong")   # "wrong": still to find, tried
 MAX_BYTES = 16 * 2**20
+EXPECTED = "the file attnsim quiz --save wrote"
+WHAT = "a quiz's saved answers"
 
 
 @dataclass
@@ -40,6 +44,10 @@ class Saved:
     def revealed(self) -> int:
         return sum(e["state"] == "revealed" for e in self.cells.values())
 
+    def hinted(self) -> set:
+        """The cells found only after a hint (a wrong answer first)."""
+        return {at for at, e in self.cells.items() if e["state"] == "right after a hint"}
+
 
 def looks_saved(text: str) -> bool:
     """Whether a file's text is a quiz's saved answers rather than a CSV sheet."""
@@ -48,13 +56,12 @@ def looks_saved(text: str) -> bool:
 
 def parse(text: str, where: str) -> Saved:
     """The saved answers in `text`, or a ScenarioError naming the file and the field."""
-    try:
-        doc = json.loads(text)
-    except ValueError as err:
-        raise ScenarioError("file", f"is not a quiz's saved answers ({err.msg} at line {err.lineno}); expected "
-                            "the file attnsim quiz --save wrote", where) from None
+    return _saved(parse_json(text, "file", EXPECTED, where, WHAT), where)
+
+
+def _saved(doc, where: str) -> Saved:
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise ScenarioError("schema", f"expected {SCHEMA!r}: the file attnsim quiz --save wrote", where)
+        raise ScenarioError("schema", f"expected {SCHEMA!r}: {EXPECTED}", where)
     for key in ("scenario", "fingerprint", "arithmetic"):
         if not isinstance(doc.get(key), str):
             raise ScenarioError(key, "expected a string", where)
@@ -88,17 +95,6 @@ def _entry(cell: dict, name: str, where: str) -> dict:
 
 
 def read(path) -> Saved:
-    """The saved answers in the file at `path` (bounded, UTF-8), errors naming it."""
+    """The saved answers in the file at `path` (a regular file, bounded, UTF-8), errors naming it."""
     where = str(path)
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_BYTES + 1)
-    except OSError as err:
-        raise ScenarioError("file", f"cannot be read ({err.strerror or err}); expected a quiz's saved answers",
-                            where) from None
-    if len(raw) > MAX_BYTES:
-        raise ScenarioError("file", f"is larger than {MAX_BYTES >> 20} MiB; expected a quiz's saved answers", where)
-    try:
-        return parse(raw.decode("utf-8"), where)
-    except UnicodeDecodeError:
-        raise ScenarioError("file", "is not UTF-8 text; expected a quiz's saved answers", where) from None
+    return _saved(read_json(Path(path), MAX_BYTES, "file", EXPECTED, where, WHAT), where)

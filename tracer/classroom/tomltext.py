@@ -16,8 +16,9 @@ BIASES = {"b_q": "bq", "b_k": "bk", "b_v": "bv", "b_o": "bo"}
 
 
 def student_document(original: dict, scenario, name: str, title: str) -> dict:
-    """The original TOML document with the student's numbers in place of every matrix, the
-    student's name and title, and the by-hand arithmetic the sheet is computed with."""
+    """The original TOML document with the student's numbers in place of every matrix and bias, the
+    student's name and title, and the by-hand arithmetic the sheet is computed with; what else the
+    lesson gives (a sink's logit, QK-norm's gains and eps, the cap, the slopes) kept as it is."""
     columns = scenario.layout == "columns"
     flip = (lambda m: m.T) if columns else (lambda m: m)
     doc = {key: value for key, value in original.items() if key not in ("x", "context", "weights", "name", "title")}
@@ -26,7 +27,9 @@ def student_document(original: dict, scenario, name: str, title: str) -> dict:
         a = getattr(scenario, field)
         if a is not None:
             doc[key] = flip(a)
-    weights = {}
+    drawn = {*WEIGHTS.values(), *BIASES.values()}   # the rest of [weights] (sinks, QK-norm's gains) is the lesson's
+    kept = original.get("weights") if isinstance(original.get("weights"), dict) else {}
+    weights = {key: value for key, value in kept.items() if key not in drawn}
     for field, key in WEIGHTS.items():
         a = getattr(scenario, field)
         if key == "v" and scenario.v_is_k:

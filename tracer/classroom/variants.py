@@ -18,7 +18,8 @@ from .identity import GIVEN
 PRESET = "by-hand"
 BOUND = 243          # the largest denominator on a sheet (3⁵; the classroom exercise's largest is 46)
 LARGEST = 1000       # the largest magnitude on a sheet: three digits to carry by hand
-TRIES = 1500         # changes tried for one student before the scenario is called unfillable
+TRIES = 20000        # changes tried for one student before the scenario is called unfillable (QK-norm's
+#                      sheets take about 2 000 on average, ALiBi's 1 000, the classroom exercise's 20)
 STALL = 150          # changes without progress before starting again from a fresh draw
 NEAR = 1e-12         # relative distance of a float64 cell from its fraction (rounding, never more)
 DENOMINATORS = np.arange(1, BOUND + 1, dtype=np.float64)
@@ -45,7 +46,12 @@ def refuse_unfillable(scenario) -> None:
     elif sc.rope is not None:
         why = "rotary positions turn the queries and keys by cosines and sines, which are not fractions"
     elif sc.norm_in is not None or (sc.residual or {}).get("norm") == "layer":
-        why = "a norm divides by a square root, which is not a fraction"
+        eps = (sc.norm_in or sc.residual).get("eps", 0)
+        why = (f"a norm divides by a square root (of the variance + eps, eps = {eps:g}), which is not a fraction"
+               if eps else "a norm divides by a square root, which is not a fraction")
+    elif sc.softcap is not None:
+        why = (f"soft-capping takes C·tanh(s ÷ C) (C = {sc.softcap:g}), and tanh of any fraction but 0 is no "
+               "fraction: only scores of 0 would do, and every query's weights would be equal")
     elif max(sc.n, sc.m) > MAX_TOKENS or max(sc.d_model, sc.d_k, sc.d_v) > MAX_FEATURES:
         why = (f"{max(sc.n, sc.m)} tokens and {max(sc.d_model, sc.d_k, sc.d_v)} features are more than a sheet "
                f"filled by hand holds (at most {MAX_TOKENS} tokens and {MAX_FEATURES} features)")
@@ -153,9 +159,26 @@ def _uniform(trace, step) -> int:
     return sum(1 for row, ok in zip(a, allowed) if ok.sum() > 1 and np.ptp(row[ok]) <= 1e-12)
 
 
+def undefined(scenario) -> bool:
+    """Whether QK-norm with norm_eps = 0 would divide a row of zeros by its root mean square, 0:
+    a cell with no answer (qk_norm keeps every root whole that way), so such inputs are passed over."""
+    sc = scenario
+    if sc.qk_norm_eps != 0:
+        return False
+    keys = sc.x if sc.context is None else sc.context
+    for gain, source, w, b in ((sc.q_norm, sc.x, sc.w_q, sc.b_q), (sc.k_norm, keys, sc.w_k, sc.b_k)):
+        if gain is not None:
+            rows = np.einsum("nd,hdk->hnk", source, w) + (0.0 if b is None else b[:, None, :])
+            if np.any(np.abs(rows).max(axis=2) == 0):
+                return True
+    return False
+
+
 def weights_key(trace) -> bytes:
-    """What two students must not share: every head's attention weights."""
-    return b"".join(np.ascontiguousarray(trace[s.id]).tobytes() for s in trace.steps if s.kind == "weights")
+    """What two students must not share: every head's attention weights (the online algorithm
+    forms none: its blocks' powers then; a key of nothing would let no second student be)."""
+    kind = "weights" if any(s.kind == "weights" for s in trace.steps) else "powers"
+    return b"".join(np.ascontiguousarray(trace[s.id]).tobytes() for s in trace.steps if s.kind == kind)
 
 
 def variants(scenario, students: int, seed: int, run):
@@ -177,8 +200,11 @@ def variants(scenario, students: int, seed: int, run):
             since += 1
             candidate = with_inputs(scenario, tried)
             try:
+                if undefined(candidate):
+                    raise ScenarioError("weights.norm_eps", "a row of zeros")
                 trace = run(candidate)
             except ScenarioError:   # an overflow or the like: as far from a pencil as it gets
+                inputs = inputs if bad is not None else None   # a first draw that fails: draw afresh
                 continue
             worse = badness(trace)
             if bad is not None and worse > bad:
@@ -195,8 +221,8 @@ def variants(scenario, students: int, seed: int, run):
         else:
             raise ScenarioError("SCENARIO", f"{scenario.name} cannot be filled with small numbers: {TRIES} tries "
                                 f"found no sheet for student {number} whose every cell is a whole number or a "
-                                f"fraction over at most {BOUND}, with no query's weights all equal; expected a "
-                                "scenario with fewer tokens or features (or fewer students)")
+                                f"fraction over at most {BOUND}, with no query's weights all equal; expected fewer "
+                                "students, another --seed, or a scenario with fewer tokens or features")
 
 
 def _key(scenario, pool) -> bytes:

@@ -97,7 +97,7 @@ class QuizMixin:
         at = (self.step_id, *self.cell)
         outcome = self.quiz.answer(*at, message.text, self.fractions)
         self._keep(outcome, at, message.text)
-        self._outcome(outcome)
+        self._outcome(outcome, advance=True)
 
     def action_reveal(self) -> None:
         if self.quiz is not None and self.trace is not None:
@@ -116,7 +116,9 @@ class QuizMixin:
         except tracer.ScenarioError as err:
             self.notify(str(err), title="answers not saved", severity="error", timeout=10)
 
-    def _outcome(self, outcome) -> None:
+    def _outcome(self, outcome, advance: bool = False) -> None:
+        """Says what an answer or a reveal did; after a right answer (`advance`) the cursor moves on
+        to the step's next cell still to find (CONTRACT §12), after a wrong one it stays."""
         status = self.query_one(StatusBar)
         if outcome.ok is None:
             status.say(outcome.message, "warning")
@@ -131,8 +133,9 @@ class QuizMixin:
             self.notify(self.quiz.summary(), title="quiz complete", timeout=30)
         if outcome.opened and outcome.opened != self.step_id:
             self.go(outcome.opened, self.quiz.first_hidden_cell(outcome.opened))
-        else:
-            self.show_step(self.step_id, self.cell)
+            return
+        following = self.quiz.next_hidden_cell(self.step_id, self.cell) if advance else None
+        self.show_step(self.step_id, following or self.cell)
 
     def action_next_hidden(self) -> None:
         """Tab: the next cell still to find in this step (row by row), else the next open step; on
@@ -141,10 +144,9 @@ class QuizMixin:
             if self.sheet:   # no cell to find here: tab goes to the sheet's next matrix
                 self.focus_next(MatrixView)
             return
-        left = [tuple(int(i) for i in rc) for rc in np.argwhere(self.quiz.hidden(self.step_id))]
-        after = [rc for rc in left if rc > tuple(self.cell)] or left
-        if after:
-            self.active_view().move_to(*after[0])
+        following = self.quiz.next_hidden_cell(self.step_id, self.cell)
+        if following:
+            self.active_view().move_to(*following)
         elif self.quiz.first_open():
             self.go(self.quiz.first_open(), self.quiz.first_hidden_cell(self.quiz.first_open()))
 
