@@ -193,6 +193,14 @@ def test_broken_tensors_are_refused_by_name(checkpoint, change, message):
         tracer.from_transformers(Model(model, state), tokenizer_of("gpt2"), tc.TEXT, 1)
 
 
+def test_a_layer_count_beyond_the_blocks_of_the_state_dict_is_refused(checkpoint, monkeypatch):
+    _, model = checkpoint("llama")
+    monkeypatch.setattr(model.config, "num_hidden_layers", 10**7)
+    with pytest.raises(ScenarioError, match=r"^the model in memory \(LlamaForCausalLM\): num_hidden_layers: says "
+                                            r"10000000 layers, but the checkpoint's tensors hold the blocks of 3"):
+        tracer.from_transformers(model, tokenizer_of("llama"), tc.TEXT, 0)
+
+
 def test_torch_is_imported_only_when_a_model_is_handed_over():
     import subprocess
     import sys

@@ -140,6 +140,18 @@ def test_config_values_name_the_key_of_config_json(capsys, copy, family, key, va
     assert "config.json" in line and "--layer" not in line and "rope.base" not in line
 
 
+def test_a_layer_count_beyond_the_blocks_of_the_checkpoint_is_refused_first(capsys, copy, monkeypatch):
+    """config.json says 10^7 layers where the tensors hold 3: refused naming the key, before any
+    layer's window, rotary positions or experts are listed (that took 35 s and 1.8 GB, and layer 0
+    was then traced as if nothing were wrong)."""
+    from tracer.models import config
+    monkeypatch.setattr(config, "_kinds", lambda *a: pytest.fail("listed each layer's kind first"))
+    folder = copy("llama")
+    edit_config(folder, num_hidden_layers=10**7)
+    refused(capsys, folder, "config.json: num_hidden_layers: says 10000000 layers", "the blocks of 3",
+            "expected at most 3")
+
+
 def reshaped(folder: Path, name: str, shape: tuple) -> None:
     """Rewrites model.safetensors with tensor `name` replaced by one of `shape`."""
     from safetensors.numpy import load_file, save_file

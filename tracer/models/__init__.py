@@ -38,15 +38,16 @@ def from_transformers(model, tokenizer, text: str, layer: int, *, heads=None):
     checks and refusals); nothing is written to disk."""
     from ..scenario import from_arrays
 
+    data = model_config(model)
+    tensors = StateTensors(saved_state(model))
     try:
-        cfg = parse(model_config(model))
+        cfg = parse(data, tensors.names)
     except ScenarioError as err:
         raise err.at(f"{WHERE} ({type(model).__name__})") from None
     check_layer(cfg, layer)
     inner = backend(tokenizer)
     ids, pieces = encode_with(inner, text, cfg.positions, WHERE, "tokenizer")
-    tensors = StateTensors(saved_state(model))
-    _same_vocabulary(inner, tensors, cfg, model_config(model))
+    _same_vocabulary(inner, tensors, cfg, data)
     name = str(getattr(model.config, "name_or_path", "") or cfg.model_type)
     label = name.rstrip("/").rsplit("/", 1)[-1] or cfg.model_type
     arrays = traced_layer(tensors, cfg, ids, pieces, layer, label,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,20 +74,27 @@ def read_json(path: Path, limit: int, expected: str):
                             str(path.parent)) from None
 
 
-def read_config(folder: Path) -> Config:
-    """The Config of the checkpoint in `folder`; an unsupported family or key is refused by name."""
+def read_config(folder: Path, names=None) -> Config:
+    """The Config of the checkpoint in `folder`; an unsupported family or key is refused by name.
+    `names`, the checkpoint's tensor names (read from its safetensors when not given), bound the
+    layer count (see parse)."""
     path = folder / "config.json"
     data = read_json(path, CONFIG_BYTES, "a JSON config (a checkpoint folder has config.json, "
                      "model.safetensors and tokenizer.json)")
     if not isinstance(data, dict):
         raise ScenarioError("config.json", f"expected a JSON object, got {kind(data)}", str(folder))
+    if names is None:
+        from .weights import Tensors
+        names = Tensors(folder).names
     try:
-        return parse(data)
+        return parse(data, names)
     except ScenarioError as err:
         raise err.at(str(path)) from None
 
 
-def parse(data: dict) -> Config:
+def parse(data: dict, names=None) -> Config:
+    """The Config that config.json's `data` describes. Given the checkpoint's tensor `names`, a
+    layer count beyond the blocks they hold is refused before anything is built per layer."""
     model_type = data.get("model_type")
     if not isinstance(model_type, str) or model_type not in FAMILIES:
         got = repr(model_type) if isinstance(model_type, str) else kind(model_type)
@@ -101,6 +109,8 @@ def parse(data: dict) -> Config:
         raise ScenarioError(get.name("groups"), f"expected a divisor of the {heads} query heads, got {groups}")
     head_dim = get.int("head_dim", 0) or _per_head(d_model, heads)
     layers = get.positive("layers")
+    if names is not None:
+        _held(layers, names, fam, get.name("layers"))
     activation = get.word("activation", fam.activation, tuple(ACTIVATIONS))
     gated = fam.gated() and not fam.experts
     extra = {}
@@ -114,6 +124,16 @@ def parse(data: dict) -> Config:
                   softcap=_positive(data, fam.softcap), scale=_positive(data, fam.scale, 256.0),
                   embed_scale=math.sqrt(d_model) if fam.embed_scale else 1.0,
                   moe=read_moe(data, fam.experts, layers) if fam.experts else None, **extra)
+
+
+def _held(layers: int, names, fam: Family, key: str) -> None:
+    """A config claiming more layers than the checkpoint has blocks is refused here: each layer's
+    window, rotary positions and experts are lists (10^7 layers took 35 s and 1.8 GB to build)."""
+    block = re.compile(rf"(?:^|\.){re.escape(fam.blocks)}\.(\d+)\.")
+    held = len({m.group(1) for name in names if (m := block.search(name))})
+    if layers > held:
+        raise ScenarioError(key, f"says {layers} layers, but the checkpoint's tensors hold the blocks of {held} "
+                            f"({fam.blocks}.0., {fam.blocks}.1., …); expected at most {held}")
 
 
 def _refuse(model_type: str, data: dict) -> None:

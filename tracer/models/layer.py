@@ -30,11 +30,12 @@ def layer_arrays(path, text: str, layer: int, *, base: Path | None = None) -> di
     `base` when given. Reads the embeddings' rows of the text and the blocks up to `layer`, one
     block at a time (each is let go once applied)."""
     folder = find_checkpoint(path, base)
-    cfg = read_config(folder)
+    tensors = Tensors(folder)
+    cfg = read_config(folder, tensors.names)
     check_layer(cfg, layer)
     ids, pieces = encode(folder, text, cfg.positions)
     label = Path(os.fspath(path)).name or folder.name
-    return traced_layer(Tensors(folder), cfg, ids, pieces, layer, label,
+    return traced_layer(tensors, cfg, ids, pieces, layer, label,
                         f"the {cfg.model_type} checkpoint {os.fspath(path)!r} on the text {text!r}")
 
 
