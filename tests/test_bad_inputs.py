@@ -36,6 +36,9 @@ def test_every_corpus_file_has_an_expected_error_and_back():
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_corpus_file_gives_its_error(name):
     path = str(CORPUS / f"{name}.toml")
+    if EXPECTED[name].get("at") == "run":   # a valid file whose numbers cannot be computed: run refuses it
+        assert tracer.load_scenario(path).source == path
+        return
     with pytest.raises(tracer.ScenarioError) as info:
         tracer.load_scenario(path)
     message = str(info.value)
@@ -49,6 +52,7 @@ def test_run_gives_the_same_error_as_load(name):
     path = str(CORPUS / f"{name}.toml")
     with pytest.raises(tracer.ScenarioError) as info:
         tracer.run(path)
+    assert str(info.value).startswith(f"{path}: ")
     check_message(str(info.value)[len(path) + 2:], EXPECTED[name])
 
 

@@ -190,7 +190,8 @@ class Trace:
             heads = list(range(self.heads))
             self._record_heads(heads, *compute.fused_heads(self, heads))
             self._done.update(heads)
-        if self.heads > 1 or self.scenario.w_o is not None or self.scenario.residual:
+        sc = self.scenario
+        if self.heads > 1 or sc.w_o is not None or sc.residual or sc.out_norm is not None:
             self._tail()
         return self
 
