@@ -250,9 +250,20 @@ def test_bad_arithmetic_through_resolve(preset, overrides):
         resolve(preset, overrides)
 
 
-def test_a_mask_override_of_the_wrong_size_names_the_file():
-    with pytest.raises(tracer.ScenarioError, match=r"by_hand\.toml: mask: expected a 4 × 4 matrix \(key × query\), got 2 × 2"):
+def test_a_mask_override_of_the_wrong_size_names_the_override_not_the_file():
+    with pytest.raises(tracer.ScenarioError) as info:
         tracer.run("by_hand", mask=[[1, 0], [1, 1]])
+    assert str(info.value) == "mask: expected a 4 × 4 matrix (key × query), got 2 × 2" and info.value.source is None
+
+
+@pytest.mark.parametrize("word", ["STREAMING:1:2", "Causal", "SLIDING:2", "None"])
+def test_a_mask_word_is_as_strict_in_set_as_in_a_file(word):
+    """The file refuses `mask = "STREAMING:1:2"` (the corpus's mask_streaming_capitalised): so
+    does --set, and the arithmetic keys of run."""
+    with pytest.raises(tracer.ScenarioError, match=f"^--set mask: expected none, causal, .* got '{word}'"):
+        parse_set([f"mask={word}"])
+    with pytest.raises(tracer.ScenarioError, match=f"^mask: expected none, causal, .* got '{word}'"):
+        tracer.run("by_hand", mask=word)
 
 
 @pytest.mark.parametrize("step", ["h1.z", "nope", "", "h0.weights ", "H0.z", "h-1.z"])

@@ -23,6 +23,7 @@ from .numeric import check_fits, overflow, underflow
 from .masks import allowed_matrix, mask_matrix
 from .plans import cached_plan, head_ids
 from .scenario import Scenario, load_scenario, read_mask
+from .sinks import refuse_relu
 from .steps import Step
 
 
@@ -282,14 +283,23 @@ def _setup(scenario: Scenario, preset: str | None, overrides: dict) -> tuple:
         if scenario.decode is not None:
             _decodable(mask, arith)
         _standard_only(scenario, arith)
+        refuse_relu(scenario, arith.normalize)
     except ScenarioError as err:
-        raise (err.at(scenario.source) if scenario.source else err) from None
+        raise _culprit(err, scenario, overrides) from None
     got = (weakref.ref(scenario), arith, layout, mask, cached_plan(scenario, arith, layout, mask))
     if key is not None:
         if len(_setups) >= 16:
             _setups.clear()
         _setups[key] = got
     return got[1:]
+
+
+def _culprit(err: ScenarioError, scenario: Scenario, overrides: dict) -> ScenarioError:
+    """An error in a key the caller set (a keyword of run, the CLI's --set) names that key alone:
+    the scenario's file is not the culprit. Any other names the file."""
+    if err.field.split("[")[0] in overrides or not scenario.source:
+        return err
+    return err.at(scenario.source)
 
 
 _presets: dict[tuple, Arithmetic] = {}   # resolved arithmetics, reused (they are immutable)

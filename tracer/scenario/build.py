@@ -124,13 +124,17 @@ def build(data: dict, default_name: str = "scenario", source: str | None = None)
 
 
 def _mechanisms(scenario: Scenario, data: dict) -> None:
-    """QK-norm, soft-capping, ALiBi and the output's norm, once the sizes are known."""
+    """QK-norm, soft-capping, ALiBi, the output's norm and sinks, once the sizes are known."""
+    from ..arithmetic import resolve
+    from ..sinks import refuse_relu
+
     for key, value in mechanisms.qk_norm(data["weights"], scenario.heads, scenario.groups, scenario.d_k).items():
         setattr(scenario, key, value)
     scenario.softcap = mechanisms.softcap(data.get("softcap"))
     scenario.alibi = mechanisms.alibi(data.get("alibi"), scenario.heads, scenario.context is not None)
     scenario.out_norm = mechanisms.out_norm(data.get("out_norm"), scenario.d_out)
     scenario.sinks = mechanisms.sinks(data["weights"].get("sinks"), scenario.heads)
+    refuse_relu(scenario, resolve(scenario.preset, scenario.defaults).normalize, "defaults.normalize")
     mechanisms.refuse_with_decode(scenario)
 
 
