@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..checks import kind
 from ..errors import ScenarioError
+from ..masks import MAX_WINDOW
 from ..readfile import read_bounded
 from .experts import read_moe
 from .families import ACTIVATIONS, FAMILIES, SWITCHES, Family
@@ -171,9 +172,10 @@ def _kinds(data: dict, fam: Family, layers: int, head_dim: int) -> list[Kind]:
         raise ScenarioError("layer_types", f"expected a list of {layers} of {' or '.join(LAYER_TYPES)}, "
                             f"got {kind(types)}")
     window = data.get("sliding_window")
-    if "sliding_attention" in types and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
-        raise ScenarioError("sliding_window", f"expected a whole number ≥ 1 (layer_types has sliding layers), "
-                            f"got {kind(window)}")
+    if "sliding_attention" in types and (isinstance(window, bool) or not isinstance(window, int)
+                                         or not 1 <= window <= MAX_WINDOW):
+        raise ScenarioError("sliding_window", f"expected a whole number from 1 to {MAX_WINDOW} (layer_types has "
+                            f"sliding layers), got {kind(window)}")
     if fam.position != "rotary":
         return [Kind(window if t == "sliding_attention" else None, None) for t in types]
     specs = {t: rope_spec(data, t, head_dim, fam.default_base, fam.local_base) for t in sorted(set(types))}
