@@ -327,3 +327,16 @@ def test_good_arrays_of_any_real_dtype_and_sequence():
         assert tracer.from_arrays(x, W.astype(dtype), W, W).x.tolist() == [[0, 1, 2], [3, 4, 5]]
     rows = [np.array([1.0, 2.0, 3.0]), (4, 5, np.int64(6))]  # rows as arrays or tuples, NumPy scalars
     assert tracer.from_arrays(rows, W, W, W, mask=np.eye(2, dtype=bool)).x.tolist() == [[1, 2, 3], [4, 5, 6]]
+
+
+@pytest.mark.parametrize("heads", [0, -1, 2.5, True, None, "8"])
+def test_alibi_slopes_of_no_heads_is_one_line_naming_heads(heads):
+    """tracer.alibi_slopes(0) was a math domain error from log2(0)."""
+    with pytest.raises(tracer.ScenarioError, match=r"^heads: expected a whole number ≥ 1 \(one slope per head\), got "):
+        tracer.alibi_slopes(heads)
+
+
+def test_alibi_slopes_beyond_memory_are_refused_before_allocating():
+    with pytest.raises(tracer.ScenarioError, match=r"^heads: 100000000000000000000 slopes needs about "):
+        tracer.alibi_slopes(10**20)
+    assert tracer.alibi_slopes(np.int64(2)).tolist() == [2.0 ** -4, 2.0 ** -8]   # 2^(−8(h+1)/H), H = 2
