@@ -12,7 +12,7 @@ from ..errors import ScenarioError
 from .blocks import prefix
 from .config import parse
 from .families import FAMILIES
-from .layer import check_layer, keep_heads, layer_arrays, origin, section_arrays, traced_layer
+from .layer import check_layer, described, keep_heads, layer_arrays, origin, section_arrays, traced_layer
 from .state import WHERE, StateTensors, backend, model_config, saved_state
 from .tokens import encode_with
 
@@ -54,7 +54,9 @@ def from_transformers(model, tokenizer, text: str, layer: int, *, heads=None):
                           f"the {cfg.model_type} model {name!r} (in memory) on the text {text!r}")
     if heads is not None:
         arrays = keep_heads(arrays, heads)
-    return from_arrays(**arrays)
+    scenario = from_arrays(**arrays)
+    scenario.model = described(cfg, None, text, layer, heads)   # as from_model's, without a folder
+    return scenario
 
 
 def _same_vocabulary(tokenizer, tensors, cfg, data: dict) -> None:

@@ -215,7 +215,11 @@ def origin(path, text: str, layer: int, heads=None, base: Path | None = None) ->
     switches between them): the checkpoint's folder, the text, the layer and how many there are,
     and each layer's kind in words (sliding or global, its positions)."""
     folder = find_checkpoint(path, base)
-    cfg = read_config(folder)
+    return described(read_config(folder), str(folder), text, layer, heads)
+
+
+def described(cfg: Config, path: str | None, text: str, layer: int, heads=None) -> dict:
+    """origin()'s dict for a checkpoint's Config; `path` None for a model in memory."""
     kinds = [k.label(cfg.family.position) for k in cfg.kinds]
-    return {"path": str(folder), "text": text, "layer": layer, "layers": cfg.layers,
+    return {"path": path, "text": text, "layer": layer, "layers": cfg.layers,
             "heads": None if heads is None else list(heads), "kind": kinds[layer], "kinds": kinds}
