@@ -349,6 +349,8 @@ def cmd_validate(args) -> int:
 def cmd_tui(args) -> int:
     from tracer.arithmetic import parse_set
     from tui.app import run_app
+    from tui.serve import end_with_server
+    end_with_server()   # a session of `attnsim serve`: it ends when the server does
     overrides = parse_set(args.set)
     run_app(_scenario(args, "by_hand"), args.arithmetic, overrides)
     return 0
