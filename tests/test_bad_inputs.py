@@ -253,7 +253,8 @@ def test_bad_arithmetic_through_resolve(preset, overrides):
 def test_a_mask_override_of_the_wrong_size_names_the_override_not_the_file():
     with pytest.raises(tracer.ScenarioError) as info:
         tracer.run("by_hand", mask=[[1, 0], [1, 1]])
-    assert str(info.value) == "mask: expected a 4 × 4 matrix (key × query), got 2 × 2" and info.value.source is None
+    assert str(info.value).startswith("mask: expected a 4 × 4 matrix (key × query), got 2 × 2 (for ")
+    assert str(info.value).endswith("by_hand.toml)") and info.value.source is None
 
 
 @pytest.mark.parametrize("word", ["STREAMING:1:2", "Causal", "SLIDING:2", "None"])

@@ -146,8 +146,8 @@ LLAMA3 = dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_fac
 @pytest.mark.parametrize("changes, words", [
     (dict(partial_rotary_factor=float("nan")), ["partial_rotary_factor: expected a number from 0 to 1", "(nan)"]),
     (dict(partial_rotary_factor=1e308), ["partial_rotary_factor: expected a number from 0 to 1", "(1e+308)"]),
-    (dict(model_type="mistral", sliding_window=2**31), ["sliding_window: expected a whole number from 1 to 2147483647",
-                                                        "(2147483648)"]),
+    (dict(model_type="mistral", sliding_window=2**31), ["sliding_window: expected a whole number ≥ 1 and at most "
+                                                        "2147483647", "(2147483648)"]),
     (dict(rope_parameters=dict(LLAMA3, original_max_position_embeddings=0)),   # was replaced by max_position_embeddings
      ["rope_parameters.original_max_position_embeddings: expected a finite number > 0, got a number (0)"]),
     (dict(original_max_position_embeddings=0, rope_parameters=LLAMA3),

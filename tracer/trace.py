@@ -295,10 +295,12 @@ def _setup(scenario: Scenario, preset: str | None, overrides: dict) -> tuple:
 
 
 def _culprit(err: ScenarioError, scenario: Scenario, overrides: dict) -> ScenarioError:
-    """An error in a key the caller set (a keyword of run, the CLI's --set) names that key alone:
-    the scenario's file is not the culprit. Any other names the file."""
-    if err.field.split("[")[0] in overrides or not scenario.source:
+    """An error in a key the caller set (a keyword of run, the CLI's --set) names that key, the
+    file only as what it was set for (the file is not the culprit); any other names the file."""
+    if not scenario.source:
         return err
+    if err.field.split("[")[0] in overrides:
+        return ScenarioError(err.field, f"{err.expected} (for {scenario.source})")
     return err.at(scenario.source)
 
 

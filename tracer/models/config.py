@@ -75,22 +75,30 @@ def read_json(path: Path, limit: int, expected: str):
                             str(path.parent)) from None
 
 
-def read_config(folder: Path, names=None) -> Config:
+def read_config(folder: Path) -> Config:
     """The Config of the checkpoint in `folder`; an unsupported family or key is refused by name.
-    `names`, the checkpoint's tensor names (read from its safetensors when not given), bound the
-    layer count (see parse)."""
-    path = folder / "config.json"
-    data = read_json(path, CONFIG_BYTES, "a JSON config (a checkpoint folder has config.json, "
+    Its tensors' names bound the layer count (see parse)."""
+    from .weights import Tensors
+    data = config_json(folder)
+    return config_of(folder, data, Tensors(folder).names)
+
+
+def config_json(folder: Path) -> dict:
+    """config.json's object, read first of a checkpoint's files (a folder that is no checkpoint is
+    named by it)."""
+    data = read_json(folder / "config.json", CONFIG_BYTES, "a JSON config (a checkpoint folder has config.json, "
                      "model.safetensors and tokenizer.json)")
     if not isinstance(data, dict):
         raise ScenarioError("config.json", f"expected a JSON object, got {kind(data)}", str(folder))
-    if names is None:
-        from .weights import Tensors
-        names = Tensors(folder).names
+    return data
+
+
+def config_of(folder: Path, data: dict, names) -> Config:
+    """parse() of config.json's `data` against the checkpoint's tensor `names`, errors naming the file."""
     try:
         return parse(data, names)
     except ScenarioError as err:
-        raise err.at(str(path)) from None
+        raise err.at(str(folder / "config.json")) from None
 
 
 def parse(data: dict, names=None) -> Config:
@@ -174,8 +182,8 @@ def _kinds(data: dict, fam: Family, layers: int, head_dim: int) -> list[Kind]:
     window = data.get("sliding_window")
     if "sliding_attention" in types and (isinstance(window, bool) or not isinstance(window, int)
                                          or not 1 <= window <= MAX_WINDOW):
-        raise ScenarioError("sliding_window", f"expected a whole number from 1 to {MAX_WINDOW} (layer_types has "
-                            f"sliding layers), got {kind(window)}")
+        raise ScenarioError("sliding_window", f"expected a whole number ≥ 1 and at most {MAX_WINDOW} (layer_types "
+                            f"has sliding layers), got {kind(window)}")
     if fam.position != "rotary":
         return [Kind(window if t == "sliding_attention" else None, None) for t in types]
     specs = {t: rope_spec(data, t, head_dim, fam.default_base, fam.local_base) for t in sorted(set(types))}

@@ -14,7 +14,7 @@ from ..checks import kind, unknown
 from ..errors import ScenarioError
 from . import deepseek
 from .blocks import block, check_all, embed, embed_norm
-from .config import Config, read_config
+from .config import Config, config_json, config_of, read_config
 from .forward import norm, run_block
 from .hub import find_checkpoint
 from .tokens import encode
@@ -30,8 +30,9 @@ def layer_arrays(path, text: str, layer: int, *, base: Path | None = None) -> di
     `base` when given. Reads the embeddings' rows of the text and the blocks up to `layer`, one
     block at a time (each is let go once applied)."""
     folder = find_checkpoint(path, base)
+    data = config_json(folder)
     tensors = Tensors(folder)
-    cfg = read_config(folder, tensors.names)
+    cfg = config_of(folder, data, tensors.names)
     check_layer(cfg, layer)
     ids, pieces = encode(folder, text, cfg.positions)
     label = Path(os.fspath(path)).name or folder.name
