@@ -134,8 +134,8 @@ def _mechanisms(scenario: Scenario, data: dict) -> None:
     scenario.alibi = mechanisms.alibi(data.get("alibi"), scenario.heads, scenario.context is not None)
     scenario.out_norm = mechanisms.out_norm(data.get("out_norm"), scenario.d_out)
     scenario.sinks = mechanisms.sinks(data["weights"].get("sinks"), scenario.heads)
-    refuse_relu(scenario, resolve(scenario.preset, scenario.defaults).normalize, "defaults.normalize")
     mechanisms.refuse_with_decode(scenario)
+    refuse_relu(scenario, resolve(scenario.preset, scenario.defaults).normalize, "defaults.normalize")
 
 
 def _file_name(stem: str) -> str:
