@@ -106,6 +106,39 @@ def test_disk_full_is_a_scenario_error(old_file, monkeypatch):
         assert [p.name for p in old_file.parent.iterdir()] == ["t.npz"]
 
 
+@pytest.mark.parametrize("free", [0, 100])
+def test_a_nearly_full_disk_is_said_in_bytes(capsys, old_file, monkeypatch, free):
+    """The space check said "needs about 0.0 GiB, but … has 0.0 GiB free" for a small export."""
+    from collections import namedtuple
+    from tui.cli import main
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr("shutil.disk_usage", lambda folder: usage(2**40, 2**40 - free, free))
+    capsys.readouterr()
+    assert main(["export", "by_hand", "-o", str(old_file), "--format", "json", "--step", "h0.weights"]) == 2
+    line = capsys.readouterr().err.splitlines()[-1]
+    assert re.fullmatch(rf"attnsim: error: -o: not enough space in {re.escape(str(old_file.parent))}: the export "
+                        rf"needs about \d+ bytes, {free} bytes free; expected fewer steps \(--step\) or a folder "
+                        "with more room", line), line
+    assert old_file.read_bytes() == OLD
+
+
+def test_sizes_are_said_without_rounding_to_nothing():
+    from tracer.writing import amount
+    assert [amount(n) for n in (0, 1, 1536, 2**20 - 1, 3 * 2**20, 5 * 2**30 // 2)] == [
+        "0 bytes", "1 byte", "1,536 bytes", "1,048,575 bytes", "3.0 MiB", "2.5 GiB"]
+
+
+@pytest.mark.parametrize("argv", [["export", "by_hand", "-o", ""], ["export", "by_hand", "-o", "", "--format", "svg"]])
+def test_an_empty_output_path_is_said_to_be_empty(capsys, argv):
+    """-o '' was "is a folder" (the empty path is the current folder)."""
+    from tui.cli import main
+    capsys.readouterr()
+    assert main(argv) == 2
+    assert capsys.readouterr().err == "attnsim: error: -o: is empty; expected a file path, e.g. trace.json\n"
+    with pytest.raises(tracer.ScenarioError, match="^-o: is empty"):
+        export.atomic_path("").__enter__()
+
+
 def test_a_successful_export_replaces_the_file_and_keeps_its_mode(old_file):
     write_export(tracer.run("by_hand"), old_file)
     with np.load(old_file, allow_pickle=False) as z:

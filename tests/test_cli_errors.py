@@ -109,11 +109,26 @@ def test_a_file_name_with_a_newline_is_still_one_line(capsys, tmp_path):
     assert code == 2 and "bad\\nname.toml: x[1]: expected 2 numbers like row 0" in one_error_line(err)
 
 
+@pytest.mark.parametrize("argv, line", [
+    (["show", "by_hand", "--set", "mask=[[1,0],[1,1]]"], "--set mask: expected a 4 × 4 matrix (key × query), got 2 × 2"),
+    (["quiz", "by_hand", "--step", "h0.weights", "--set", "mask=[[1]]"], "--set mask: expected a 4 × 4 matrix"),
+    (["export", "kv_cache", "--set", "mask=none", "-o", "{dir}/t.json"], "--set mask: expected causal with [decode]"),
+    (["show", "sinks", "--set", "normalize=relu"], "--set normalize: expected softmax with weights.sinks, got relu"),
+    (["show", "by_hand", "--set", "mask=STREAMING:1:2"], "--set mask: expected none, causal, causal_lower_right, "),
+])
+def test_a_bad_set_value_is_blamed_on_the_option_not_the_scenario_file(capsys, tmp_path, argv, line):
+    code, out, err = cli(capsys, *[a.format(dir=tmp_path) for a in argv])
+    assert code == 2 and out == "" and not list(tmp_path.iterdir())
+    assert one_error_line(err).startswith(line)   # the option first, the file at most as what it was set for
+
+
 @pytest.mark.parametrize("argv", [
     ["show", "tests/bad_inputs/nan_in_x.toml"],
     ["export", "by_hand", "-o", "{dir}/none/t.npz"],
     ["show", "by_hand", "--set", "softmax_base=1"],
     ["show", "../../etc/passwd"],
+    ["show", "tests/bad_inputs/qk_norm_eps_zero_row.toml"],
+    ["show", "sinks", "--set", "normalize=relu"],
 ])
 def test_the_installed_command_exits_2_without_a_traceback(tmp_path, argv):
     # a real process: what a shell user sees, warnings and all

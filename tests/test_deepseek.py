@@ -230,6 +230,21 @@ def test_fp8_without_its_scales_refused_by_tensor(built, tmp_path, capsys, damag
     _refused(capsys, ["show", "--model", str(tmp_path / "f"), "--text", tc.TEXT, "--layer", "1"], name, *words)
 
 
+@pytest.mark.parametrize("value", [0.0, -0.5, float("nan")])
+def test_fp8_block_scales_that_are_not_positive_are_refused_by_place(built, tmp_path, capsys, value):
+    """A block scale multiplies its block: 0 zeroes it, a negative flips it (both were accepted), NaN
+    poisons it; each is refused naming the scales' tensor and the block."""
+    from safetensors.torch import load_file, save_file
+    folder, _, _ = built
+    name = "model.layers.0.self_attn.kv_b_proj.weight"
+    _to_fp8(folder, tmp_path / "f")
+    tensors = load_file(str(tmp_path / "f" / "model.safetensors"))
+    tensors[name + "_scale_inv"][1, 0] = value
+    save_file(tensors, str(tmp_path / "f" / "model.safetensors"))
+    _refused(capsys, ["show", "--model", str(tmp_path / "f"), "--text", tc.TEXT, "--layer", "1"],
+             f"{name}_scale_inv: holds {value:g} at [1, 0]; expected ", "the file may be corrupt)")
+
+
 def _refused(capsys, argv, *words):
     """The CLI: exit 2 and one `attnsim: error:` line holding every word."""
     from tui.cli import main

@@ -104,6 +104,20 @@ def test_nothing_is_read_from_or_written_to_disk(checkpoint, monkeypatch):
     assert tracer.from_transformers(model, tokenizer_of("gpt2"), tc.TEXT, 0).n == len(tokenizer_of("gpt2")(tc.TEXT)["input_ids"])
 
 
+@pytest.mark.parametrize("family", ["gpt2", "gemma3_text"])
+def test_the_model_dict_is_from_models_own(checkpoint, family):
+    """`.model` says where a layer came from (the TUI's top bar, `show`'s heading): its layer, how
+    many there are, its kind and every layer's; from_transformers gave None (no `kind` at all)."""
+    folder, model = checkpoint(family)
+    ours = tracer.from_transformers(model, tokenizer_of(family), tc.TEXT, 1).model
+    theirs = tracer.from_model(folder, tc.TEXT, 1).model
+    assert ours == {**theirs, "path": None}   # no folder: the model is in memory
+    assert ours["layers"] == model.config.num_hidden_layers and ours["kind"] == ours["kinds"][1]
+    from tui.session import Session   # the heads overview has no folder to build the other layers from
+    trace = tracer.run(tracer.from_transformers(model, tokenizer_of(family), tc.TEXT, 1))
+    assert Session.open(trace.scenario).layers(trace) == ([("this layer", trace)], 0)
+
+
 def test_a_few_heads(checkpoint):
     _, model = checkpoint("llama")
     whole = tracer.run(tracer.from_transformers(model, tokenizer_of("llama"), tc.TEXT, 1))
@@ -184,6 +198,11 @@ NAME = "transformer.h.1.attn.c_attn.weight"
     (lambda s: s.__setitem__(NAME, s[NAME].to(torch.int8)), f"{NAME}: has dtype I8; expected float64, float32"),
     (lambda s: s[NAME].__setitem__((3, 5), float("nan")), rf"{NAME}: holds nan at \[3, 5\]; expected finite weights"),
     (lambda s: s.__setitem__(NAME, torch.empty(32, 96, device="meta")), f"{NAME}: has no values"),
+    (lambda s: s.__setitem__(NAME, s[NAME].tolist()), f"{NAME}: is a list of 32 in the model's state dict; expected "
+                                                       "a torch tensor"),
+    (lambda s: s.__setitem__(NAME, s[NAME].numpy()), rf"{NAME}: is an array of shape \(32, 96\) and dtype float64 in "
+                                                      "the model's state dict; expected a torch tensor"),
+    (lambda s: s.__setitem__("transformer.wte.weight", None), "transformer.wte.weight: is a NoneType in the model's"),
 ])
 def test_broken_tensors_are_refused_by_name(checkpoint, change, message):
     _, model = checkpoint("gpt2")
@@ -191,6 +210,14 @@ def test_broken_tensors_are_refused_by_name(checkpoint, change, message):
     change(state)
     with pytest.raises(ScenarioError, match=f"^the model in memory: {message}"):
         tracer.from_transformers(Model(model, state), tokenizer_of("gpt2"), tc.TEXT, 1)
+
+
+def test_a_layer_count_beyond_the_blocks_of_the_state_dict_is_refused(checkpoint, monkeypatch):
+    _, model = checkpoint("llama")
+    monkeypatch.setattr(model.config, "num_hidden_layers", 10**7)
+    with pytest.raises(ScenarioError, match=r"^the model in memory \(LlamaForCausalLM\): num_hidden_layers: says "
+                                            r"10000000 layers, but the checkpoint's tensors hold the blocks of 3"):
+        tracer.from_transformers(model, tokenizer_of("llama"), tc.TEXT, 0)
 
 
 def test_torch_is_imported_only_when_a_model_is_handed_over():

@@ -120,3 +120,21 @@ def test_gemma_2_caps_attention_scores_at_50():
     assert trace["h0.capped"].max() < 50 < s.max()   # 153 became 49.78, 36 became 30.85
     assert trace["h0.capped"][2, 2] == pytest.approx(49.78, abs=0.005)
     assert trace["h0.capped"][0, 0] == pytest.approx(30.85, abs=0.005)
+
+
+@pytest.mark.parametrize("beta_fast, beta_slow", [(1e308, 1.0), (32.0, 1e308), (1e-308, 1e-308)])
+def test_yarn_betas_at_the_ends_of_float64_give_the_formulas_value(beta_fast, beta_slow):
+    """β·2π overflowed float64 at β = 1e308 (a math domain error, issue 31): the ramp's ends are
+    still transformers' d·ln(L / (β·2π)) / (2·ln base), evaluated here in decimal arithmetic."""
+    from decimal import Decimal
+    d, base, length, factor = 64, 10000.0, 4096, 8.0
+
+    def end(beta: float) -> float:
+        return d * float((Decimal(length) / (Decimal(beta) * 2 * Decimal(math.pi))).ln()) / (2 * math.log(base))
+    lo, hi = max(math.floor(end(beta_fast)), 0), min(math.ceil(end(beta_slow)), d - 1)
+    ramp = np.clip((np.arange(d // 2) - lo) / ((hi - lo) or 0.001), 0, 1)
+    theta = base ** (-np.arange(0, d, 2) / d)
+    scaling = dict(type="yarn", factor=factor, original_max_position_embeddings=length, beta_fast=beta_fast,
+                   beta_slow=beta_slow)
+    sc = tracer.from_arrays(np.ones((1, d)), np.eye(d), np.eye(d), np.eye(d), rope=dict(base=base, scaling=scaling))
+    np.testing.assert_allclose(tracer.run(sc)["freqs"][:, 0], theta * (1 - ramp) + theta / factor * ramp, rtol=1e-14)

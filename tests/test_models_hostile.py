@@ -140,6 +140,55 @@ def test_config_values_name_the_key_of_config_json(capsys, copy, family, key, va
     assert "config.json" in line and "--layer" not in line and "rope.base" not in line
 
 
+LLAMA3 = dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, rope_theta=500.0)
+
+
+@pytest.mark.parametrize("changes, words", [
+    (dict(partial_rotary_factor=float("nan")), ["partial_rotary_factor: expected a number from 0 to 1", "(nan)"]),
+    (dict(partial_rotary_factor=1e308), ["partial_rotary_factor: expected a number from 0 to 1", "(1e+308)"]),
+    (dict(model_type="mistral", sliding_window=2**31), ["sliding_window: expected a whole number ≥ 1 and at most "
+                                                        "2147483647", "(2147483648)"]),
+    (dict(rope_parameters=dict(LLAMA3, original_max_position_embeddings=0)),   # was replaced by max_position_embeddings
+     ["rope_parameters.original_max_position_embeddings: expected a finite number > 0, got a number (0)"]),
+    (dict(original_max_position_embeddings=0, rope_parameters=LLAMA3),
+     ["json: original_max_position_embeddings: expected a finite number > 0, got a number (0)"])])
+def test_rotary_and_window_values_are_refused_naming_config_json(capsys, copy, changes, words):
+    """A NaN partial rotary factor was a traceback, a window past 2^31 was blamed on `mask`, and a
+    pretraining length of 0 was silently replaced by the next key's."""
+    folder = copy("llama")
+    edit_config(folder, **changes)
+    line = refused(capsys, folder, "config.json: ", *words)
+    assert "mask" not in line
+
+
+def test_yarn_betas_at_the_ends_of_float64_are_computed(capsys, copy):
+    """β·2π overflowed float64 for β = 1e308 (a math domain error). The ramp's ends are logarithms
+    float64 holds: d·ln(L / (β·2π)) / (2·ln base) is −456.3 for β_fast = 1e308 (the ramp starts at
+    pair 0) and 456.6 for β_slow = 1e-308 (it ends at d − 1 = 7): pair i moves i/7 of the way."""
+    import tracer
+    folder = copy("llama")
+    edit_config(folder, rope_parameters=dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=8,
+                                             beta_fast=1e308, beta_slow=1e-308, rope_theta=500.0))
+    capsys.readouterr()
+    assert main(["show", "--model", str(folder), "--text", tc.TEXT, "--step", "freqs"]) == 0
+    assert capsys.readouterr().err == ""
+    freqs = tracer.run(tracer.from_model(folder, tc.TEXT, 0))["freqs"][:, 0]
+    theta = 500.0 ** (-np.arange(0, 8, 2) / 8)
+    np.testing.assert_allclose(freqs, theta * (1 - 0.75 * np.arange(4) / 7), rtol=1e-15)
+
+
+def test_a_layer_count_beyond_the_blocks_of_the_checkpoint_is_refused_first(capsys, copy, monkeypatch):
+    """config.json says 10^7 layers where the tensors hold 3: refused naming the key, before any
+    layer's window, rotary positions or experts are listed (that took 35 s and 1.8 GB, and layer 0
+    was then traced as if nothing were wrong)."""
+    from tracer.models import config
+    monkeypatch.setattr(config, "_kinds", lambda *a: pytest.fail("listed each layer's kind first"))
+    folder = copy("llama")
+    edit_config(folder, num_hidden_layers=10**7)
+    refused(capsys, folder, "config.json: num_hidden_layers: says 10000000 layers", "the blocks of 3",
+            "expected at most 3")
+
+
 def reshaped(folder: Path, name: str, shape: tuple) -> None:
     """Rewrites model.safetensors with tensor `name` replaced by one of `shape`."""
     from safetensors.numpy import load_file, save_file

@@ -155,6 +155,7 @@ def refused(capsys, folder, *words):
     assert len(err) == 1 and err[0].startswith("attnsim: error: "), err
     for word in words:
         assert word in err[0], (word, err[0])
+    return err[0]
 
 
 @pytest.fixture
@@ -175,6 +176,16 @@ def test_blocks_and_scales_that_disagree(capsys, copy):
     name = "model.layers.0.mlp.experts.gate_up_proj_scales"   # 2 blocks of 32 inputs a row; 1 left
     rewrite(copy, lambda t: t.update({name: t[name][:, :, :1].copy()}))
     refused(capsys, copy, name, "shape", "blocks and scales agreeing")
+
+
+def test_a_scale_byte_of_255_is_refused_as_the_nan_it_is(capsys, copy):
+    """E8M0's byte 255 is NaN in the OCP MX spec; it was read as 2^128. Every expert's row 5,
+    block 1 holds it: the first expert read is refused by tensor and place."""
+    name = "model.layers.0.mlp.experts.gate_up_proj_scales"
+    rewrite(copy, lambda t: t[name].__setitem__((slice(None), 5, 1), 255))
+    line = refused(capsys, copy, name, "holds the scale byte 255 at [", ", 5, 1], which is NaN in the OCP MX format")
+    assert "expected bytes 0 to 254" in line
+    assert np.isnan(mxfp4.dequantize(np.zeros((1, 1, 16), np.uint8), np.array([[255]], np.uint8))).all()
 
 
 def test_another_quantized_format_names_the_tensor_and_dtype(capsys, copy):

@@ -170,6 +170,22 @@ def test_repr_is_one_line_and_show_draws_svg(by_hand):
         trace.show("h0.weights", figure="pie")
 
 
+def test_show_of_a_step_too_large_to_draw_is_refused_from_its_size(tmp_path, monkeypatch):
+    """A heatmap costs matplotlib ~70 bytes a cell: a step too large for memory was a MemoryError
+    from inside the drawing; it is refused from the steps' sizes, before computing or drawing."""
+    from tracer import figures, memory
+    path = tmp_path / "wide.toml"
+    path.write_text("[random]\nseed = 1\ntokens = 2000\nd_model = 4\nheads = 2\nd_k = 2\n")
+    trace = tracer.run(path, lazy=True)
+    monkeypatch.setattr(memory, "physical_memory", lambda: 2**30)
+    monkeypatch.setattr(memory, "available_memory", lambda: 2**27)   # 128 MiB free: 4M cells will not draw
+    monkeypatch.setattr(figures, "figure_svg", lambda *a, **k: pytest.fail("drew before refusing"))
+    for steps in ("h0.weights", None, ["h0.scores", "h1.scores"]):
+        with pytest.raises(tracer.ScenarioError, match=r"^step: drawing h[01]\.\w+(, h1\.\w+)? \((4|8),000,000 cells\) "
+                                                       r"needs about [\d.]+ GiB, more than this machine can hold"):
+            trace.show(steps)
+
+
 # ---------------------------------------------------------------- a real browser
 @pytest.fixture(scope="module")
 def browser():

@@ -1,6 +1,7 @@
 """`attnsim serve`: a real server on 127.0.0.1 and a free port; the app's screen read through the
 page's websocket, a real headless Chromium that loads the page, draws the app and sends a key."""
 import asyncio
+import contextlib
 import io
 import os
 import re
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -136,6 +138,52 @@ def test_the_command_served_is_this_pythons_attnsim():
     from tui.serve import command
     assert command("my file.toml", "by-hand", ["scale=2"]).split(" ", 2)[1:] == [
         sys.executable, "-m tui tui 'my file.toml' --arithmetic by-hand --set scale=2"]
+
+
+def _children(pid: int) -> set[int]:
+    found = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            found.update(int(c) for c in (task / "children").read_text().split())
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` still runs (a zombie has ended; no init may reap it here)."""
+    try:
+        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads the process tree from /proc")
+def test_a_session_ends_when_its_server_is_killed():
+    """A server killed outright (SIGKILL: no shutdown of its own) left each session's app running
+    for ever, waiting on pipes nobody reads; the session now ends with its server."""
+    import aiohttp
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tui", "serve", "by_hand", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+    async def session_then_kill() -> set[int]:
+        token = re.search(r"\?token=(\S+)", proc.stdout.readline()).group(1)
+        async with aiohttp.ClientSession() as http:
+            ws = await http.ws_connect(f"ws://127.0.0.1:{port}/ws/{token}?width=80&height=24")
+            await ws.send_json(["stdin", ""])
+            await ws.receive(timeout=START)   # the app's first bytes: its process runs
+            sessions = _children(proc.pid)
+            os.kill(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                await ws.close()
+            return sessions
+    try:
+        (session,) = asyncio.run(session_then_kill())
+        proc.wait(timeout=30)
+        _until(lambda: True if not _running(session) else None, seconds=30, every=0.2)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)   # the session too, should it have outlived its server
+        proc.wait(timeout=15)
 
 
 # ---------------------------------------------------------------- a real browser

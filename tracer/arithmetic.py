@@ -112,7 +112,8 @@ def _parse(key: str, value):
     if key == "block":
         return int(_number(key, value, lambda b: 1 <= b <= MAX_BLOCK and b == int(b),
                            f"a whole number from 1 to {MAX_BLOCK} (keys per block)"))
-    if key == "mask":
+    if key == "mask":   # its words as a scenario file spells them: `causal`, never `Causal`
+        text = value.strip() if isinstance(value, str) else value
         if isinstance(text, str) and text.startswith("["):  # --set mask=[[1,0],[1,1]]: a TOML array
             from .tomlfile import parse_toml
             return parse_toml(f"mask = {value}", None)["mask"]

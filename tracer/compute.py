@@ -14,7 +14,7 @@ from . import kernels, rope
 from .ids import step_id
 from .kernels import pool
 from .masks import mask_matrix, mask_kind
-from .layer import key_values, latest, matmul, normed_one, project_one, projections, rotate_one, textbook
+from .layer import key_values, latest, matmul, normed_one, project_one, projections, refuse_zero_rows, rotate_one, textbook
 
 FUSED_CELLS = 1 << 20   # heads · n² from which the fused kernels pay for their compile time
 TINY_CELLS = 1 << 12    # heads · n² up to which the stage kernels may run uncompiled (see stages)
@@ -251,6 +251,8 @@ def after_heads(run, y: np.ndarray, K) -> dict:
         y = matmul(y, w_o[None])[0] if run.engine == "fused" else K.project(y, w_o)
         y = got["out"] = y if sc.b_o is None else K.add_row(y, np.ascontiguousarray(sc.b_o, dtype=dt))
     if sc.out_norm is not None:
+        refuse_zero_rows(y, sc.out_norm["eps"], "out_norm.eps", lambda t: f"the output of token {t} ({sc.tokens[t]!r})",
+                         sc.source)
         y = got["out_norm"] = K.rms_norm(np.ascontiguousarray(y), np.ascontiguousarray(sc.out_norm["gain"], dtype=dt),
                                          sc.out_norm["eps"])
     if sc.residual:

@@ -6,14 +6,12 @@ complete, so a failed or interrupted export never leaves a partial file or alter
 """
 from __future__ import annotations
 
-import contextlib
 import html
 import io
 import json
 import math
 import os
 import re
-import shutil
 import zipfile
 from pathlib import Path
 
@@ -23,7 +21,7 @@ from .errors import ScenarioError
 from .given import display_name, given, plus_zero
 from .labels import axis_labels, axis_title, step_labels  # axis_labels also imported from here by tracer.figures
 from .numbers import fractions_for, table_writer, tolerance
-from .writing import atomic_path, refuse_an_input, selected_steps, spreadsheet_text  # noqa: F401  (also the CLI's, from here)
+from .writing import atomic_path, refuse_an_input, room, selected_steps, spreadsheet_text  # noqa: F401  (also the CLI's)
 
 SCHEMA = "attnsim.trace/1"
 FORMATS = ("json", "npz", "csv", "md", "svg", "png")
@@ -34,6 +32,8 @@ TEXT_CELLS = {"json": 1 << 27, "csv": 1 << 27, "md": 1 << 20}  # beyond this, te
 
 def format_for(path: str | os.PathLike, fmt_name: str | None = None) -> str:
     """The format asked for, or the one PATH's extension names."""
+    if not os.fspath(path):   # '' would be taken for the current folder
+        raise ScenarioError("-o", "is empty; expected a file path, e.g. trace.json")
     if _is_folder(path):  # before the extension: a folder has none, and that is not the mistake
         raise ScenarioError("-o", f"{os.fspath(path)} is a folder; expected a file path in it, e.g. "
                             f"{os.path.join(os.fspath(path), 'trace.json')}")
@@ -129,12 +129,7 @@ def write_export(trace, path, fmt: str | None = None, steps=None, blank: bool = 
     if cells > TEXT_CELLS.get(name, cells):
         raise ScenarioError("--format", f"a {name} export of {cells:,} numbers (about {need / 2**30:.1f} GiB) is more "
                             "than a text format should hold; expected npz, or fewer steps (--step)")
-    folder = Path(path).parent if str(Path(path).parent) else Path(".")
-    with contextlib.suppress(OSError):
-        free = shutil.disk_usage(folder).free
-        if need > free:
-            raise ScenarioError("-o", f"the export needs about {need / 2**30:.1f} GiB, but {folder} has "
-                                f"{free / 2**30:.1f} GiB free; expected fewer steps (--step)")
+    room(Path(path).parent if str(Path(path).parent) else Path("."), need, "the export")
     writer = {"json": _write_json, "npz": _write_npz, "csv": _write_csv, "md": _write_md}[name]
     with atomic_path(path) as tmp:
         writer(trace, chosen, tmp, blank)

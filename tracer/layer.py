@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import kernels, rope
+from .errors import ScenarioError
 from .ids import step_id
 from .kernels import pool
 from .steps.base import latest_stage
@@ -119,11 +120,48 @@ KV_KINDS = ("k", "v", "k_norm", "k_rot", "v_down")   # what a query head reads o
 
 def rms_rows(a: np.ndarray, gain: np.ndarray, eps: float) -> np.ndarray:
     """Each row (last axis) divided by its root mean square, times the gain: kernels.rms_norm on a
-    stack at once (float64 sums; a row beyond ±1 divided by its largest value first, as there)."""
-    big = np.maximum(np.abs(a).max(axis=-1, keepdims=True).astype(np.float64), 1.0)
+    stack at once (float64 sums; a row divided by its largest value first, as there)."""
+    peak = np.abs(a).max(axis=-1, keepdims=True).astype(np.float64)
+    big = np.maximum(peak, 1.0) if eps > 0 else np.where(peak > 0, peak, 1.0)
     y = a.astype(np.float64) / big
-    inv = 1.0 / np.sqrt((y * y).mean(axis=-1, keepdims=True) + eps / big / big)
-    return (y * inv * gain).astype(a.dtype, copy=False)
+    with np.errstate(divide="ignore", invalid="ignore"):   # a row of zeros with eps = 0: NaN, refused before
+        inv = 1.0 / np.sqrt((y * y).mean(axis=-1, keepdims=True) + eps / big / big)
+        return (y * inv * gain).astype(a.dtype, copy=False)
+
+
+def refuse_zero_rows(a: np.ndarray, eps: float, field: str, what, source: str | None) -> None:
+    """With eps = 0, a row of zeros has no root mean square to divide by (0 ÷ 0; PyTorch gives NaN):
+    refused in one line naming the eps, the row and the scenario's file. `what(*place)` words the
+    row at `place` (its index in `a` without the last axis: (token,) or (head, token))."""
+    if eps > 0:
+        return
+    zero = ~np.asarray(a).any(axis=-1)
+    if zero.any():
+        place = [int(i) for i in np.argwhere(zero)[0]]
+        raise ScenarioError(field, f"is 0, and {what(*place)} is all zeros: its root mean square is 0, and 0 ÷ 0 "
+                            f"has no value (PyTorch gives NaN); expected {field} > 0 (models use 1e-6) or no row of zeros",
+                            source)
+
+
+def _token(labels: list[str], t: int) -> str:
+    return f"token {t} ({labels[t]!r})"
+
+
+def refuse_zero_qk(run, which: str, index: list[int], a: np.ndarray) -> None:
+    """refuse_zero_rows for QK-norm: `a` the queries (which = "q") of heads `index`, or the keys of
+    those groups (heads × tokens × d_k, or tokens × d_k for one); under scope "all" tokens × every
+    head's features side by side (index: every head, or group)."""
+    sc = run.scenario
+    labels = sc.tokens if which == "q" else sc.key_tokens
+    group = "head" if which == "q" or sc.groups == sc.heads else "key/value group"
+    what = {"q": "query", "k": "key"}[which]
+    if sc.qk_norm_scope == "all":
+        words = lambda t: f"every {group}'s {what} of {_token(labels, t)}"   # noqa: E731
+    elif a.ndim == 2:
+        words = lambda t: f"{group} {index[0]}'s {what} of {_token(labels, t)}"   # noqa: E731
+    else:
+        words = lambda i, t: f"{group} {index[i]}'s {what} of {_token(labels, t)}"   # noqa: E731
+    refuse_zero_rows(a, sc.qk_norm_eps, "weights.norm_eps", words, sc.source)
 
 
 def normed_all(run, which: str, index: list[int], a: np.ndarray) -> np.ndarray:
@@ -133,6 +171,7 @@ def normed_all(run, which: str, index: list[int], a: np.ndarray) -> np.ndarray:
     sc = run.scenario
     gain = (sc.q_norm if which == "q" else sc.k_norm)[index[0]:index[-1] + 1, None, :]
     if sc.qk_norm_scope == "head":
+        refuse_zero_qk(run, which, index, a)
         return rms_rows(a, gain, sc.qk_norm_eps)
     return shared(run, which)[index[0]:index[-1] + 1]
 
@@ -151,6 +190,7 @@ def shared(run, which: str) -> np.ndarray:
         count, n, d = a.shape
         flat = a.transpose(1, 0, 2).reshape(n, count * d)
         gain = (sc.q_norm if which == "q" else sc.k_norm).reshape(1, -1)
+        refuse_zero_qk(run, which, list(range(count)), flat)
         run.memo[key] = np.ascontiguousarray(rms_rows(flat, gain, sc.qk_norm_eps).reshape(n, count, d).transpose(1, 0, 2))
     return run.memo[key]
 
@@ -161,6 +201,7 @@ def normed_one(K, run, which: str, index: int, a: np.ndarray) -> np.ndarray:
     if sc.qk_norm_scope == "all":
         return np.ascontiguousarray(shared(run, which)[index])
     gain = (sc.q_norm if which == "q" else sc.k_norm)[index]
+    refuse_zero_qk(run, which, [index], a)
     return K.rms_norm(a, np.ascontiguousarray(gain[None, :], dtype=run.dtype), sc.qk_norm_eps)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .layer import rotate_one
+from .layer import refuse_zero_rows, rotate_one
 
 
 def cache_per_token(heads: int, head_dim: int, groups: int, kv_rank: int, rope_dims: int) -> dict[str, int]:
@@ -47,8 +47,8 @@ def inputs(run, K, got: dict) -> dict:
     src = got.get("norm_in", run.x)
     out = {}
     if m["w_dq"] is not None:
-        out["c_q"] = _normed(K, K.project(src, _c(m["w_dq"], dt)), m["q_norm"], m["eps"], dt)
-    out["c_kv"] = _normed(K, K.project(src, _c(m["w_dkv"], dt)), m["kv_norm"], m["eps"], dt)
+        out["c_q"] = _normed(K, K.project(src, _c(m["w_dq"], dt)), m["q_norm"], m["eps"], dt, "c_q", run)
+    out["c_kv"] = _normed(K, K.project(src, _c(m["w_dkv"], dt)), m["kv_norm"], m["eps"], dt, "c_kv", run)
     out["k_pe"] = rotate_one(K, run, K.project(src, _c(m["w_kr"], dt)))
     return out
 
@@ -82,9 +82,13 @@ def _c(a: np.ndarray, dt) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=dt)
 
 
-def _normed(K, a: np.ndarray, gain, eps: float, dt) -> np.ndarray:
+def _normed(K, a: np.ndarray, gain, eps: float, dt, name: str, run) -> np.ndarray:
     """An RMS norm of each row with its gain, or the rows as they are when there is no norm."""
-    return a if gain is None else K.rms_norm(a, _c(gain[None, :], dt), eps)
+    if gain is None:
+        return a
+    refuse_zero_rows(a, eps, "mla.norm_eps", lambda t: f"the latent {name} of token {t} ({run.scenario.tokens[t]!r})",
+                     run.scenario.source)
+    return K.rms_norm(a, _c(gain[None, :], dt), eps)
 
 
 

@@ -2,7 +2,10 @@
 drawn as the SVG of `attnsim export --figure` (a Picture), and one-line reprs."""
 from __future__ import annotations
 
+from . import memory
 from .errors import ScenarioError
+
+DRAWN_CELL_BYTES = 80   # matplotlib's memory for each cell of a heatmap it draws (62–71 measured at 2000² to 3000²)
 
 
 class Picture:
@@ -34,7 +37,22 @@ def show(trace, steps, figure: str, blank: bool) -> Picture:
         steps = list(steps)
         if not all(isinstance(s, str) for s in steps):
             raise ScenarioError("step", f"expected step ids like 'h0.weights', got {steps!r}"[:300])
+    _refuse_huge(trace, steps, figure)
     return Picture(trace, steps, figure, blank)
+
+
+def _refuse_huge(trace, steps, figure: str) -> None:
+    """A picture of more cells than memory can draw is refused from the steps' sizes, before any
+    is computed or drawn (a MemoryError from inside matplotlib otherwise)."""
+    from .figures import MOST_HEADS, default_weights
+    from .writing import selected_steps
+    chosen = selected_steps(trace, steps) if steps else default_weights(trace, MOST_HEADS.get(figure, 1))
+    cells = sum(s.shape[0] * s.shape[1] for s in chosen)
+    need = cells * DRAWN_CELL_BYTES
+    if not memory.fits(need):
+        ids = ", ".join(s.id for s in chosen[:3]) + (", …" if len(chosen) > 3 else "")
+        raise ScenarioError("step", f"drawing {ids} ({cells:,} cells) {memory.shortfall(need)}; expected a smaller "
+                            "step or fewer steps (trace[id] gives the numbers without a picture)")
 
 
 def trace_repr(trace) -> str:

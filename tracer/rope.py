@@ -94,9 +94,14 @@ def yarn_range(spec: dict, d_k: int) -> tuple[int, int]:
     original context (rounded down) and the one that turns beta_slow times (rounded up); gpt-oss
     (truncate false) keeps them fractional."""
     s, base = spec["scaling"], spec["base"]
+    original = s["original_max_position_embeddings"]
 
     def pair(turns: float) -> float:
-        return d_k * math.log(s["original_max_position_embeddings"] / (turns * 2 * math.pi)) / (2 * math.log(base))
+        ratio = original / (turns * 2 * math.pi)
+        if 0 < ratio < math.inf:   # transformers' own expression, kept bit for bit where it is finite
+            return d_k * math.log(ratio) / (2 * math.log(base))
+        # β·2π (or the ratio) beyond float64, as for β = 1e308: the same logarithm, taken apart
+        return d_k * (math.log(original) - math.log(turns) - math.log(2 * math.pi)) / (2 * math.log(base))
     low, high = pair(s["beta_fast"]), pair(s["beta_slow"])
     if s.get("truncate", True):
         low, high = math.floor(low), math.ceil(high)

@@ -5,6 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import ScenarioError
+
+
+def refuse_relu(scenario, normalize: str, field: str = "normalize") -> None:
+    """A sink is one more logit in each query's softmax. Relu weights, max(0, s), are not shared
+    out: a sink would take nothing and change nothing, while its steps and lesson say it takes a
+    share; so the pair is refused (it showed softmax-with-sink weights under relu's title)."""
+    if scenario.sinks is not None and normalize != "softmax":
+        raise ScenarioError(field, f"expected softmax with weights.sinks, got {normalize} (a sink is one more logit "
+                            "in each query's softmax; relu's weights, max(0, s), are not shared out, so a sink "
+                            "would take no share)")
+
 
 def with_sink(masked: np.ndarray, v: np.ndarray, sink: float, arithmetic) -> dict:
     """The softmax of one head's masked scores (query × key) with the sink's logit as one more

@@ -23,6 +23,7 @@ from .numeric import check_fits, overflow, underflow
 from .masks import allowed_matrix, mask_matrix
 from .plans import cached_plan, head_ids
 from .scenario import Scenario, load_scenario, read_mask
+from .sinks import refuse_relu
 from .steps import Step
 
 
@@ -190,7 +191,8 @@ class Trace:
             heads = list(range(self.heads))
             self._record_heads(heads, *compute.fused_heads(self, heads))
             self._done.update(heads)
-        if self.heads > 1 or self.scenario.w_o is not None or self.scenario.residual:
+        sc = self.scenario
+        if self.heads > 1 or sc.w_o is not None or sc.residual or sc.out_norm is not None:
             self._tail()
         return self
 
@@ -281,14 +283,25 @@ def _setup(scenario: Scenario, preset: str | None, overrides: dict) -> tuple:
         if scenario.decode is not None:
             _decodable(mask, arith)
         _standard_only(scenario, arith)
+        refuse_relu(scenario, arith.normalize)
     except ScenarioError as err:
-        raise (err.at(scenario.source) if scenario.source else err) from None
+        raise _culprit(err, scenario, overrides) from None
     got = (weakref.ref(scenario), arith, layout, mask, cached_plan(scenario, arith, layout, mask))
     if key is not None:
         if len(_setups) >= 16:
             _setups.clear()
         _setups[key] = got
     return got[1:]
+
+
+def _culprit(err: ScenarioError, scenario: Scenario, overrides: dict) -> ScenarioError:
+    """An error in a key the caller set (a keyword of run, the CLI's --set) names that key, the
+    file only as what it was set for (the file is not the culprit); any other names the file."""
+    if not scenario.source:
+        return err
+    if err.field.split("[")[0] in overrides:
+        return ScenarioError(err.field, f"{err.expected} (for {scenario.source})")
+    return err.at(scenario.source)
 
 
 _presets: dict[tuple, Arithmetic] = {}   # resolved arithmetics, reused (they are immutable)

@@ -76,12 +76,31 @@ def _inside(target: Path, folder: Path) -> bool:
     return top == real or top in real.parents
 
 
+def room(folder: Path, need: int, what: str) -> None:
+    """Refuses to start writing `need` bytes (an estimate) where the disk has fewer free, saying
+    both in bytes, so that a nearly full disk never reads "0.0 GiB needed, 0.0 GiB free"."""
+    with contextlib.suppress(OSError):
+        free = shutil.disk_usage(folder).free
+        if need > free:
+            raise ScenarioError("-o", f"not enough space in {folder}: {what} needs about {amount(need)}, "
+                                f"{amount(free)} free; expected fewer steps (--step) or a folder with more room")
+
+
+def amount(nbytes: int) -> str:
+    """A size in words that never rounds to nothing: 512 bytes, 1,536 bytes, 3.2 MiB, 1.5 GiB."""
+    if nbytes < 2**20:
+        return f"{nbytes:,} byte{'s' if nbytes != 1 else ''}"
+    return f"{nbytes / 2**20:.1f} MiB" if nbytes < 2**30 else f"{nbytes / 2**30:.1f} GiB"
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike):
     """Yields a temporary path beside `path`; renames it over `path` only if the block succeeds.
 
     The temporary name carries the writer's pid, so that the leftovers of a killed export are
     recognised and removed by the next export to the same target, never a live one's."""
+    if not os.fspath(path):   # Path("") is the current folder
+        raise ScenarioError("-o", "is empty; expected a file path, e.g. trace.json")
     target = Path(path)
     try:   # a name too long, or a folder we may not enter, is an OSError here: one line, not a traceback
         folder = _check_target(target)

@@ -158,9 +158,20 @@ def _model_scenario(args):
 
 
 def _trace(args, preset=None, extra=()):
-    import tracer
     from tracer.arithmetic import parse_set
-    return tracer.run(_scenario(args), preset or args.arithmetic, **parse_set(list(args.set) + list(extra)))
+    return _run(_scenario(args), preset or args.arithmetic, parse_set(list(args.set) + list(extra)))
+
+
+def _run(scenario, preset, overrides: dict, **options):
+    """tracer.run; an error in a --set value (a mask of the wrong size, relu beside sinks) names
+    the option, not the scenario's file."""
+    import tracer
+    try:
+        return tracer.run(scenario, preset, **options, **overrides)
+    except ScenarioError as err:
+        if err.source is None and err.field.split("[")[0] in overrides:
+            raise ScenarioError(f"--set {err.field}", err.expected) from None
+        raise
 
 
 def _compile_notice() -> None:
@@ -340,6 +351,8 @@ def cmd_validate(args) -> int:
 def cmd_tui(args) -> int:
     from tracer.arithmetic import parse_set
     from tui.app import run_app
+    from tui.serve import end_with_server
+    end_with_server()   # a session of `attnsim serve`: it ends when the server does
     overrides = parse_set(args.set)
     run_app(_scenario(args, "by_hand"), args.arithmetic, overrides)
     return 0
@@ -348,14 +361,13 @@ def cmd_tui(args) -> int:
 def cmd_quiz(args) -> int:
     """The TUI in quiz mode (CONTRACT §12); the steps asked for, and a saved quiz to resume, are
     checked before it opens."""
-    import tracer
     from tracer.arithmetic import parse_set
     from tui.app import run_app
     from tui.quiz import quiz_steps
     overrides = parse_set(args.set)
     scenario = _scenario(args, "by_hand")
     if args.step or args.save is not None:   # --save "" is refused, not ignored
-        trace = tracer.run(scenario, args.arithmetic, lazy=True, **overrides)
+        trace = _run(scenario, args.arithmetic, overrides, lazy=True)
         quiz_steps(trace, args.step)
         if args.save is not None:
             from tui.quiz_save import open_saved

@@ -3,15 +3,46 @@ that opens the page gets its own `attnsim tui` process, run by this very Python.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
+import os
 import secrets
 import shlex
+import signal
 import socket
 import sys
+import threading
+import time
 
 from tracer.errors import ScenarioError
 
 WILDCARDS = ("", "0.0.0.0", "::")  # listen everywhere: the page must name a reachable address instead
+SERVER = "ATTNSIM_SERVER_PID"      # in a session's environment: the server it must not outlive
+PR_SET_PDEATHSIG = 1               # Linux's prctl option: a signal for this process when its parent ends
+
+
+def end_with_server() -> None:
+    """In a session's process (`attnsim tui`, started by serve): end when the server ends, however
+    it ends. A server killed outright leaves the app waiting for ever on pipes nobody reads; so
+    the kernel sends it SIGHUP, the signal of a terminal gone, when its parent dies (Linux), or a
+    thread watches the parent (elsewhere)."""
+    server = os.environ.pop(SERVER, "")
+    if not server.isdigit():
+        return
+    if sys.platform.startswith("linux"):
+        import ctypes
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGHUP)
+    else:
+        threading.Thread(target=_watch, args=(int(server),), daemon=True).start()
+    if os.getppid() != int(server):   # the server ended before the signal was asked for
+        os.kill(os.getpid(), signal.SIGHUP)
+
+
+def _watch(server: int) -> None:
+    while os.getppid() == server:
+        time.sleep(1.0)
+    os.kill(os.getpid(), signal.SIGHUP)
 
 
 def command(scenario: str, arithmetic: str | None = None, sets=()) -> str:
@@ -94,6 +125,7 @@ def serve(scenario: str, host: str = "127.0.0.1", port: int = 8000, arithmetic: 
     check_run(scenario, arithmetic, sets)
     check_port(host, port)
     url, token = address(host, port), secrets.token_urlsafe(24)
+    os.environ[SERVER] = str(os.getpid())   # each session's process inherits it (end_with_server)
 
     class QuietServer(GuardedServer):
         """Saying only the address (textual-serve's banner and request log left out)."""

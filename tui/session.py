@@ -44,7 +44,7 @@ class Session:
         """The heads overview's layers: for a real model's layer, every layer of the model (each
         built on demand, under the same arithmetic: a callable); else this trace alone."""
         model = trace.scenario.model
-        if not model:
+        if not model or model["path"] is None:   # no folder to build the others from (a model in memory)
             return [("this layer", trace)], 0
 
         def build(layer: int):

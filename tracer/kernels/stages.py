@@ -230,18 +230,32 @@ def add_row(y, b):
 
 @kernel
 def rms_norm(r, gain, eps):
-    """Each token's row divided by its root mean square, times the learned gain (RMSNorm)."""
+    """Each token's row divided by its root mean square, times the learned gain (RMSNorm). As in
+    layer_norm, a huge row is divided by its largest value first (its squares must not overflow);
+    with eps = 0 every row is (the scale then cancels exactly), so that a row of tiny values does
+    not square to a mean of 0. A row of zeros with eps = 0 is 0 ÷ 0: NaN, as PyTorch gives (the
+    trace refuses it before, naming the eps: layer.refuse_zero_rows)."""
     out = np.empty_like(r)
     d = r.shape[1]
     for i in range(r.shape[0]):
-        big = _largest(r, i)   # as in layer_norm: the squares of a huge row must not overflow
+        big = _largest(r, i) if eps > 0 else _peak(r, i)
         ms = 0.0
         for j in range(d):
             ms += (float(r[i, j]) / big) ** 2
-        inv = 1.0 / math.sqrt(ms / d + eps / big / big)
+        root = math.sqrt(ms / d + eps / big / big)
+        inv = 1.0 / root if root > 0 else math.nan
         for j in range(d):
             out[i, j] = float(r[i, j]) / big * inv * gain[0, j]
     return out
+
+
+@kernel
+def _peak(r, i):
+    """The largest |value| of row i, or 1 for a row of zeros."""
+    big = 0.0
+    for j in range(r.shape[1]):
+        big = max(big, abs(float(r[i, j])))
+    return big if big > 0 else 1.0
 
 
 @kernel

@@ -12,7 +12,7 @@ from ..errors import ScenarioError
 from .blocks import prefix
 from .config import parse
 from .families import FAMILIES
-from .layer import check_layer, keep_heads, layer_arrays, origin, section_arrays, traced_layer
+from .layer import check_layer, described, keep_heads, layer_arrays, origin, section_arrays, traced_layer
 from .state import WHERE, StateTensors, backend, model_config, saved_state
 from .tokens import encode_with
 
@@ -38,22 +38,25 @@ def from_transformers(model, tokenizer, text: str, layer: int, *, heads=None):
     checks and refusals); nothing is written to disk."""
     from ..scenario import from_arrays
 
+    data = model_config(model)
+    tensors = StateTensors(saved_state(model))
     try:
-        cfg = parse(model_config(model))
+        cfg = parse(data, tensors.names)
     except ScenarioError as err:
         raise err.at(f"{WHERE} ({type(model).__name__})") from None
     check_layer(cfg, layer)
     inner = backend(tokenizer)
     ids, pieces = encode_with(inner, text, cfg.positions, WHERE, "tokenizer")
-    tensors = StateTensors(saved_state(model))
-    _same_vocabulary(inner, tensors, cfg, model_config(model))
+    _same_vocabulary(inner, tensors, cfg, data)
     name = str(getattr(model.config, "name_or_path", "") or cfg.model_type)
     label = name.rstrip("/").rsplit("/", 1)[-1] or cfg.model_type
     arrays = traced_layer(tensors, cfg, ids, pieces, layer, label,
                           f"the {cfg.model_type} model {name!r} (in memory) on the text {text!r}")
     if heads is not None:
         arrays = keep_heads(arrays, heads)
-    return from_arrays(**arrays)
+    scenario = from_arrays(**arrays)
+    scenario.model = described(cfg, None, text, layer, heads)   # as from_model's, without a folder
+    return scenario
 
 
 def _same_vocabulary(tokenizer, tensors, cfg, data: dict) -> None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..checks import kind
 from ..errors import ScenarioError
+from ..masks import MAX_WINDOW
 from ..readfile import read_bounded
 from .experts import read_moe
 from .families import ACTIVATIONS, FAMILIES, SWITCHES, Family
@@ -74,19 +76,34 @@ def read_json(path: Path, limit: int, expected: str):
 
 
 def read_config(folder: Path) -> Config:
-    """The Config of the checkpoint in `folder`; an unsupported family or key is refused by name."""
-    path = folder / "config.json"
-    data = read_json(path, CONFIG_BYTES, "a JSON config (a checkpoint folder has config.json, "
+    """The Config of the checkpoint in `folder`; an unsupported family or key is refused by name.
+    Its tensors' names bound the layer count (see parse)."""
+    from .weights import Tensors
+    data = config_json(folder)
+    return config_of(folder, data, Tensors(folder).names)
+
+
+def config_json(folder: Path) -> dict:
+    """config.json's object, read first of a checkpoint's files (a folder that is no checkpoint is
+    named by it)."""
+    data = read_json(folder / "config.json", CONFIG_BYTES, "a JSON config (a checkpoint folder has config.json, "
                      "model.safetensors and tokenizer.json)")
     if not isinstance(data, dict):
         raise ScenarioError("config.json", f"expected a JSON object, got {kind(data)}", str(folder))
+    return data
+
+
+def config_of(folder: Path, data: dict, names) -> Config:
+    """parse() of config.json's `data` against the checkpoint's tensor `names`, errors naming the file."""
     try:
-        return parse(data)
+        return parse(data, names)
     except ScenarioError as err:
-        raise err.at(str(path)) from None
+        raise err.at(str(folder / "config.json")) from None
 
 
-def parse(data: dict) -> Config:
+def parse(data: dict, names=None) -> Config:
+    """The Config that config.json's `data` describes. Given the checkpoint's tensor `names`, a
+    layer count beyond the blocks they hold is refused before anything is built per layer."""
     model_type = data.get("model_type")
     if not isinstance(model_type, str) or model_type not in FAMILIES:
         got = repr(model_type) if isinstance(model_type, str) else kind(model_type)
@@ -101,6 +118,8 @@ def parse(data: dict) -> Config:
         raise ScenarioError(get.name("groups"), f"expected a divisor of the {heads} query heads, got {groups}")
     head_dim = get.int("head_dim", 0) or _per_head(d_model, heads)
     layers = get.positive("layers")
+    if names is not None:
+        _held(layers, names, fam, get.name("layers"))
     activation = get.word("activation", fam.activation, tuple(ACTIVATIONS))
     gated = fam.gated() and not fam.experts
     extra = {}
@@ -114,6 +133,16 @@ def parse(data: dict) -> Config:
                   softcap=_positive(data, fam.softcap), scale=_positive(data, fam.scale, 256.0),
                   embed_scale=math.sqrt(d_model) if fam.embed_scale else 1.0,
                   moe=read_moe(data, fam.experts, layers) if fam.experts else None, **extra)
+
+
+def _held(layers: int, names, fam: Family, key: str) -> None:
+    """A config claiming more layers than the checkpoint has blocks is refused here: each layer's
+    window, rotary positions and experts are lists (10^7 layers took 35 s and 1.8 GB to build)."""
+    block = re.compile(rf"(?:^|\.){re.escape(fam.blocks)}\.(\d+)\.")
+    held = len({m.group(1) for name in names if (m := block.search(name))})
+    if layers > held:
+        raise ScenarioError(key, f"says {layers} layers, but the checkpoint's tensors hold the blocks of {held} "
+                            f"({fam.blocks}.0., {fam.blocks}.1., …); expected at most {held}")
 
 
 def _refuse(model_type: str, data: dict) -> None:
@@ -151,9 +180,10 @@ def _kinds(data: dict, fam: Family, layers: int, head_dim: int) -> list[Kind]:
         raise ScenarioError("layer_types", f"expected a list of {layers} of {' or '.join(LAYER_TYPES)}, "
                             f"got {kind(types)}")
     window = data.get("sliding_window")
-    if "sliding_attention" in types and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
-        raise ScenarioError("sliding_window", f"expected a whole number ≥ 1 (layer_types has sliding layers), "
-                            f"got {kind(window)}")
+    if "sliding_attention" in types and (isinstance(window, bool) or not isinstance(window, int)
+                                         or not 1 <= window <= MAX_WINDOW):
+        raise ScenarioError("sliding_window", f"expected a whole number ≥ 1 and at most {MAX_WINDOW} (layer_types "
+                            f"has sliding layers), got {kind(window)}")
     if fam.position != "rotary":
         return [Kind(window if t == "sliding_attention" else None, None) for t in types]
     specs = {t: rope_spec(data, t, head_dim, fam.default_base, fam.local_base) for t in sorted(set(types))}

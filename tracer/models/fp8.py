@@ -77,6 +77,18 @@ def check(tensors, name: str, shape: tuple) -> None:
                             f"{rows} × {cols} block of {name}'s {shape[0]} × {shape[1]})", tensors.where(scales))
 
 
+def scales(tensors, name: str) -> np.ndarray:
+    """The block scales of FP8 matrix `name`, each finite (as every tensor read) and > 0: a scale
+    of 0 would zero its block and a negative one flip it, so either is refused by tensor and place."""
+    key = scale_name(name)
+    s = tensors[key]
+    if not (s > 0).all():
+        at = [int(i) for i in np.argwhere(~(s > 0))[0]]
+        raise ScenarioError(key, f"holds {s[tuple(at)]:g} at {at}; expected block scales > 0 (each multiplies a block "
+                            f"of {name}; the file may be corrupt)", tensors.where(key))
+    return s
+
+
 def dequantize(codes: np.ndarray, scales: np.ndarray, size: tuple[int, int], ids=None) -> np.ndarray:
     """codes (rows × in, uint8; the rows `ids` of the matrix when given) × their blocks' scales
     → float64."""

@@ -14,7 +14,7 @@ from ..checks import kind, unknown
 from ..errors import ScenarioError
 from . import deepseek
 from .blocks import block, check_all, embed, embed_norm
-from .config import Config, read_config
+from .config import Config, config_json, config_of, read_config
 from .forward import norm, run_block
 from .hub import find_checkpoint
 from .tokens import encode
@@ -30,11 +30,13 @@ def layer_arrays(path, text: str, layer: int, *, base: Path | None = None) -> di
     `base` when given. Reads the embeddings' rows of the text and the blocks up to `layer`, one
     block at a time (each is let go once applied)."""
     folder = find_checkpoint(path, base)
-    cfg = read_config(folder)
+    data = config_json(folder)
+    tensors = Tensors(folder)
+    cfg = config_of(folder, data, tensors.names)
     check_layer(cfg, layer)
     ids, pieces = encode(folder, text, cfg.positions)
     label = Path(os.fspath(path)).name or folder.name
-    return traced_layer(Tensors(folder), cfg, ids, pieces, layer, label,
+    return traced_layer(tensors, cfg, ids, pieces, layer, label,
                         f"the {cfg.model_type} checkpoint {os.fspath(path)!r} on the text {text!r}")
 
 
@@ -214,7 +216,11 @@ def origin(path, text: str, layer: int, heads=None, base: Path | None = None) ->
     switches between them): the checkpoint's folder, the text, the layer and how many there are,
     and each layer's kind in words (sliding or global, its positions)."""
     folder = find_checkpoint(path, base)
-    cfg = read_config(folder)
+    return described(read_config(folder), str(folder), text, layer, heads)
+
+
+def described(cfg: Config, path: str | None, text: str, layer: int, heads=None) -> dict:
+    """origin()'s dict for a checkpoint's Config; `path` None for a model in memory."""
     kinds = [k.label(cfg.family.position) for k in cfg.kinds]
-    return {"path": str(folder), "text": text, "layer": layer, "layers": cfg.layers,
+    return {"path": path, "text": text, "layer": layer, "layers": cfg.layers,
             "heads": None if heads is None else list(heads), "kind": kinds[layer], "kinds": kinds}

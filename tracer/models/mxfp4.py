@@ -14,7 +14,18 @@ BIAS = 127
 PAIRS = np.stack([E2M1[np.arange(256) & 0x0F], E2M1[np.arange(256) >> 4]], axis=1)   # a byte → its two values
 
 
+NAN = 255           # the scale byte that is NaN in the OCP MX spec (E8M0 has no 2^128)
 POWERS = np.ldexp(1.0, np.arange(256) - BIAS)   # a scale byte → its power of two (exact in float64)
+POWERS[NAN] = np.nan
+
+
+def check_scales(scales: np.ndarray, name: str, e: int, where: str) -> None:
+    """Expert e's scale bytes of tensor `name`: a 255 (NaN in the spec, once read as 2^128) is
+    refused by tensor and place."""
+    if (scales == NAN).any():
+        at = [e, *(int(i) for i in np.argwhere(scales == NAN)[0])]
+        raise ScenarioError(name, f"holds the scale byte 255 at {at}, which is NaN in the OCP MX format; expected "
+                            "bytes 0 to 254, the powers 2^(b − 127) (the file may be corrupt)", where)
 
 
 def dequantize(blocks: np.ndarray, scales: np.ndarray) -> np.ndarray:

@@ -27,7 +27,8 @@ def rope_spec(data: dict, layer_type: str, head_dim: int, default_base: float = 
     if isinstance(base, bool) or not isinstance(base, numbers.Real) or not 1 < base < math.inf:
         raise ScenarioError("rope_theta", f"expected a finite number > 1, got {kind(base)}")
     partial = params.get("partial_rotary_factor", data.get("partial_rotary_factor", 1.0))
-    dims = int(head_dim * partial) if isinstance(partial, numbers.Real) and not isinstance(partial, bool) else 0
+    fraction = isinstance(partial, numbers.Real) and not isinstance(partial, bool) and 0 < partial <= 1   # NaN too
+    dims = int(head_dim * partial) if fraction else 0
     if not 2 <= dims <= head_dim or dims % 2:
         raise ScenarioError("partial_rotary_factor", f"expected a number from 0 to 1 that leaves an even number "
                             f"of the {head_dim} features of a head to rotate, got {kind(partial)}")
@@ -69,21 +70,24 @@ def _scaling(params: dict, where: str, data: dict) -> dict | None:
     if rope_type == "default":
         return None
 
-    def number(key: str, value=None, low: float = 0.0) -> float:
-        value = params.get(key) if value is None else value
+    def number(key: str, value=None, low: float = 0.0, field: str | None = None) -> float:
+        value, field = params.get(key) if value is None else value, field or f"{where}.{key}"
         if value is None:
-            raise ScenarioError(f"{where}.{key}", f"missing; expected a number (rope type {rope_type} needs it)")
+            raise ScenarioError(field, f"missing; expected a number (rope type {rope_type} needs it)")
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not low < value < math.inf:
-            raise ScenarioError(f"{where}.{key}", f"expected a finite number > {low:g}, got {kind(value)}")
+            raise ScenarioError(field, f"expected a finite number > {low:g}, got {kind(value)}")
         return float(value)
 
     out = dict(type=rope_type, factor=number("factor"))
     if rope_type == "linear":
         return out
-    # Phi-3 keeps the pretraining length at the top level, and then it wins (as in transformers)
-    original = data.get("original_max_position_embeddings") or params.get("original_max_position_embeddings") \
-        or data.get("max_position_embeddings")
-    length = number("original_max_position_embeddings", original)
+    # Phi-3 keeps the pretraining length at the top level, and then it wins (as in transformers);
+    # a length given as 0 is refused by its key, never replaced by the next one
+    places = (("original_max_position_embeddings", data.get("original_max_position_embeddings")),
+              (f"{where}.original_max_position_embeddings", params.get("original_max_position_embeddings")),
+              ("max_position_embeddings", data.get("max_position_embeddings")))
+    field, original = next(((f, v) for f, v in places if v is not None), places[1])
+    length = number("original_max_position_embeddings", original, field=field)
     out["original_max_position_embeddings"] = int(length) if length.is_integer() else length
     if rope_type == "llama3":
         out.update(low_freq_factor=number("low_freq_factor"), high_freq_factor=number("high_freq_factor"))

@@ -101,11 +101,16 @@ class StateTensors:
         return self._pool[key]
 
     def _get(self, name: str):
+        import torch
         try:
-            return self._state[name]
+            t = self._state[name]
         except KeyError:
             raise ScenarioError(name, "is missing from the model's state dict; expected every tensor of the "
                                 "layers read", WHERE) from None
+        if not isinstance(t, torch.Tensor):   # a list or a NumPy array put in by hand
+            raise ScenarioError(name, f"is {kind(t)} in the model's state dict; expected a torch tensor, as "
+                                "model.state_dict() holds them", WHERE)
+        return t
 
 
 def model_config(model) -> dict:

@@ -108,7 +108,7 @@ class Tensors:
             fp8.check(self, name, shape)
             codes = self._words(path, name, "u1")
             codes = codes[:] if ids is None else codes[np.asarray(ids)]
-            return _finite(name, fp8.dequantize(codes, self[fp8.scale_name(name)], fp8.block(self), ids), path, ids)
+            return _finite(name, fp8.dequantize(codes, fp8.scales(self, name), fp8.block(self), ids), path, ids)
         if dtype not in DTYPES:
             raise ScenarioError(name, f"has dtype {dtype}; expected float64, float32, float16 or bfloat16 weights",
                                 str(path))
@@ -135,8 +135,9 @@ class Tensors:
         saved, or from MXFP4 blocks and scales (gpt-oss), dequantized as it is read."""
         if name in self:
             return self.rows(name, [e])[0]
-        from .mxfp4 import dequantize
+        from .mxfp4 import check_scales, dequantize
         blocks, scales = (self._raw(name + part, e) for part in ("_blocks", "_scales"))
+        check_scales(scales, name + "_scales", e, self.where(name + "_scales"))
         return dequantize(blocks, scales)
 
     def _raw(self, name: str, e: int) -> np.ndarray:

@@ -126,7 +126,10 @@ def build(data: dict, default_name: str = "scenario", source: str | None = None)
 
 
 def _mechanisms(scenario: Scenario, data: dict) -> None:
-    """QK-norm, soft-capping, ALiBi and the output's norm, once the sizes are known."""
+    """QK-norm, soft-capping, ALiBi, the output's norm and sinks, once the sizes are known."""
+    from ..arithmetic import resolve
+    from ..sinks import refuse_relu
+
     for key, value in mechanisms.qk_norm(data["weights"], scenario.heads, scenario.groups, scenario.d_k).items():
         setattr(scenario, key, value)
     scenario.softcap = mechanisms.softcap(data.get("softcap"))
@@ -135,6 +138,7 @@ def _mechanisms(scenario: Scenario, data: dict) -> None:
     scenario.sinks = mechanisms.sinks(data["weights"].get("sinks"), scenario.heads)
     scenario.score_bias = score_bias.read(data.get("score_bias"), scenario.heads, scenario.n, scenario.m, scenario.layout)
     mechanisms.refuse_with_decode(scenario)
+    refuse_relu(scenario, resolve(scenario.preset, scenario.defaults).normalize, "defaults.normalize")
 
 
 def _file_name(stem: str) -> str:
