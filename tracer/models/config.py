@@ -2,7 +2,6 @@
 families.py, whichever transformers version wrote it (old keys and new ones are both accepted)."""
 from __future__ import annotations
 
-import json
 import math
 import numbers
 import re
@@ -12,7 +11,7 @@ from pathlib import Path
 from ..checks import kind
 from ..errors import ScenarioError
 from ..masks import MAX_WINDOW
-from ..readfile import read_bounded
+from .. import readfile
 from .experts import read_moe
 from .families import ACTIVATIONS, FAMILIES, SWITCHES, Family
 from .latent import expert_sizes, latent_sizes
@@ -64,15 +63,8 @@ class Config:
 
 
 def read_json(path: Path, limit: int, expected: str):
-    """A JSON document of a checkpoint: a regular file within `limit` bytes, nesting bounded."""
-    raw = read_bounded(path, limit, path.name, expected, str(path.parent))
-    try:
-        return json.loads(raw.decode("utf-8"))
-    except RecursionError:
-        raise ScenarioError(path.name, f"is nested too deeply; expected {expected}", str(path.parent)) from None
-    except (UnicodeDecodeError, ValueError) as err:
-        raise ScenarioError(path.name, f"cannot be read ({str(err).splitlines()[0][:120]}); expected {expected}",
-                            str(path.parent)) from None
+    """A JSON document of a checkpoint (readfile.read_json), named by its file in its folder."""
+    return readfile.read_json(path, limit, path.name, expected, str(path.parent))
 
 
 def read_config(folder: Path) -> Config:
