@@ -152,8 +152,9 @@ def divisor(text: str) -> str:
 
 
 def fmt_approx(value: float, fractions: bool = True, tol: float = 1e-15) -> str:
-    """Like fmt, with the decimal beside a fraction: `27/46 ≈ 0.587`."""
+    """Like fmt, with the decimal beside a fraction, to the same four digits as every decimal:
+    `27/46 ≈ 0.5870`."""
     text = fmt(value, fractions, tol=tol)
-    if "/" in text:
-        text += f" ≈ {value:.3g}".replace("-", "−")
+    if "/" in text:   # the fraction's own decimal: 3/40 ≈ 0.075, not its rounded value's 0.07500
+        text += f" ≈ {decimal(float(Fraction(text.replace('−', '-'))))}".replace("-", "−")
     return text
