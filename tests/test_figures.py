@@ -41,7 +41,7 @@ def written(f: Fraction) -> str:
     """How a person writes an exact number: 3, 27/46, 3/4 (a fraction, never 0.75 beside 27/46)."""
     if f.denominator == 1:
         text = str(f.numerator)
-    elif f.denominator <= 1000:
+    elif f.denominator <= 10 ** 6:   # by-hand's 6561/7381 too: a sheet's fractions, however large
         text = f"{f.numerator}/{f.denominator}"
     else:  # four significant digits; a rounded one keeps its trailing zeros (1.000 is not 1)
         short = f"{float(f):.4g}"

@@ -8,7 +8,7 @@ import textwrap
 import numpy as np
 
 from tracer.labels import LABEL_WIDTH, axis_labels, axis_title, keys_text, short, step_labels, top_keys  # noqa: F401
-from tracer.numbers import fractions_for, table_writer, tolerance
+from tracer.numbers import DECIMALS_NOTE, fractions_for, is_decimal, table_writer, tolerance
 
 MAX_SHOWN = 12  # rows/columns printed before eliding the middle, unless --full
 MAX_LABEL = LABEL_WIDTH  # characters of a token or feature name in a table (a cut one ends in its index)
@@ -52,7 +52,9 @@ def _body(trace, a, names, corner: str, fractions: bool, full: bool):
     row_names, col_names = names
     elided = None in rows or None in cols   # measured on what is printed, without a copy of a --full table
     shown = a[np.ix_([r for r in rows if r is not None], [c for c in cols if c is not None])] if elided else a
-    write = table_writer(shown, fractions and fractions_for(trace), tolerance(a.dtype))
+    fractions = fractions and fractions_for(trace)
+    write = table_writer(shown, fractions, tolerance(a.dtype))
+    decimals = False   # a table of fractions that still writes a decimal says why
 
     def line(r) -> list[str]:
         if r is None:
@@ -62,9 +64,12 @@ def _body(trace, a, names, corner: str, fractions: bool, full: bool):
     widths = [len(cell) for cell in top]
     for r in rows:
         widths = [max(w, len(cell)) for w, cell in zip(widths, line(r))]
-    for row in itertools.chain([top], map(line, rows)):
+    for n, row in enumerate(itertools.chain([top], map(line, rows))):
         cells = [row[0].ljust(widths[0])] + [cell.rjust(w) for cell, w in zip(row[1:], widths[1:])]
+        decimals = decimals or (n > 0 and fractions and any(map(is_decimal, row[1:])))
         yield "  " + "  ".join(cells)
+    if decimals:
+        yield f"  ({DECIMALS_NOTE})"
 
 
 def lesson_text(description: str, width: int = 100) -> str:

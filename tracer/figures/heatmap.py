@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..labels import axis_title
+from ..numbers import DECIMALS_NOTE, fractions_for, is_decimal
 from .common import MASKED, RC, SEQUENTIAL, caption, finite_extent, ink_for, number_writer, step_names, text_width, tick_step
 MAX_NUMBERED = 16    # rows or columns beyond this: no numbers in the cells (they could not be read)
 MAX_LABELS = 40      # tick labels per axis beyond this: only every k-th is written
@@ -81,12 +82,17 @@ def _box(trace, step, texts) -> Box:
         notes = 1 + (rows > MAX_LABELS) + (cols > MAX_LABELS)
     else:
         cell = max(0.42, 0.075 * max(len(t) for row in texts for t in row) + 0.18)
-        width, height, notes = cols * cell, rows * cell, 0
+        width, height, notes = cols * cell, rows * cell, 2 * _decimals(trace, texts)
     left = 0.4 + longest(row_names)
     top = 0.5 + 0.2 + label_h   # two lines of title, the axis name, the column labels
     title = text_width(_title(step), RC["axes.titlesize"])   # starts at the matrix's left edge
     right = max(0.75, title - width + MARGIN)
     return Box(left, top, right, 0.2 + 0.14 * notes, width, height, upright)
+
+
+def _decimals(trace, texts) -> bool:
+    """Whether a table of fractions writes a decimal (and so says why under it)."""
+    return fractions_for(trace) and any(is_decimal(t) for row in texts for t in row)
 
 
 def _title(step) -> str:
@@ -135,6 +141,8 @@ def _panel(fig, ax, bar, trace, step, texts, box: Box) -> None:
         notes.insert(0, f"{rows} × {cols} cells: colours only (numbers are written up to {MAX_NUMBERED} a side)")
     else:
         _numbers(ax, image, a, texts)
+        if _decimals(trace, texts):
+            notes.append(DECIMALS_NOTE.replace(" with ", "\nwith ", 1))   # two short lines under a small matrix
     if notes:
         ax.text(0.5, -0.02, "\n".join(notes), transform=ax.transAxes, ha="center", va="top", fontsize=7,
                 color="#555555")

@@ -12,7 +12,7 @@ import numpy as np
 from rich.color import Color
 from rich.style import Style
 
-from tracer.numbers import as_fraction, fmt, table_writer
+from tracer.numbers import RESULT_DENOMINATOR, as_fraction, fmt, table_writer
 
 LEVELS = 12          # colour steps: enough to read, few enough to cache every style
 EXACT = 1024         # matrices up to this many cells are measured cell by cell
@@ -138,7 +138,7 @@ def _mostly_fractions(sample: np.ndarray, tol: float) -> bool:
     Per matrix, not per cell: random float32 data lands near some p/q about once in a hundred, and
     the search costs ~30 µs a cell, so noise is never searched cell by cell."""
     parts = [float(v) for v in sample if v != round(v)]
-    hits = sum(as_fraction(v, tol) is not None for v in parts)
+    hits = sum(as_fraction(v, tol, RESULT_DENOMINATOR) is not None for v in parts)
     return bool(parts) and hits >= len(parts) / 2
 
 
