@@ -121,8 +121,7 @@ def factor(trace, step) -> tuple[str, np.ndarray] | None:
     if key is None or (key == "o" and sc.w_o is None) or sc.mla is not None:
         return None
     scope = {"group": step.group} if step.head is None and step.group is not None else {"head": step.head}
-    w = trace.weight(key, **{k: v for k, v in scope.items() if v is not None}) if key != "o" else trace.weight("o")
-    return trace.weight_name(key, **scope), w
+    return trace.weight_name(key, **scope), trace.weight(key, **scope)   # W_O has no head: head=None
 
 
 def _latent_factor(trace, step) -> tuple[str, np.ndarray]:

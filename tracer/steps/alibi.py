@@ -17,14 +17,15 @@ def _explain(cell) -> str:
     d = cell.at - key
     qn, kn = cell.names()
     head = f"head {cell.step.head}'s slope {f(m)}"
+    tokens = f"{abs(d)} token{'s' if abs(d) != 1 else ''}"
     if d >= 0:
-        why = f"{kn} is {d} token{'s' if d != 1 else ''} back from {qn}; {head}"
+        why = f"{kn} is {tokens} back from {qn}; {head}"
     elif cell.trace.allowed is not None and not cell.trace.allowed[cell.at, key]:   # masked next
-        why = (f"{kn} comes {-d} token{'s' if d != -1 else ''} after {qn}: −m·(i − j) is a bonus here, not a penalty, but the mask "
+        why = (f"{kn} comes {tokens} after {qn}: −m·(i − j) is a bonus here, not a penalty, but the mask "
                f"removes this key next, so it never counts; {head}")
     else:
-        why = (f"{kn} comes {-d} token{'s' if d != -1 else ''} after {qn} and no mask hides it: a bonus, as BLOOM computes it (the paper's "
-               f"models never see a later key); {head}")
+        why = (f"{kn} comes {tokens} after {qn} and no mask hides it: a bonus, as BLOOM computes it "
+               f"(the paper's models never see a later key); {head}")
     return (f"= {f(s)} − {f(m)}·({cell.at} − {key}) = {f(s)} − {f(m * d)} = {f(cell.value)}   ({why})"
             ).replace("-", "−").replace("− −", "+ ")
 

@@ -34,7 +34,8 @@ def _exp_explain(cell) -> str:
     m = row.max() if (row > -math.inf).any() else 0.0
     whose = f"{cell.names()[0]}'s largest score"
     if cell.scenario.sinks is not None and float(cell.scenario.sinks[cell.step.head]) > row.max():
-        m, whose = float(cell.scenario.sinks[cell.step.head]), f"the head's sink logit, above every score of {cell.names()[0]}"
+        m = float(cell.scenario.sinks[cell.step.head])
+        whose = f"the head's sink logit, above every score of {cell.names()[0]}"
     return f"= {base}^({f(s)} − {f(m)}) = {base}^{f(s - m)} = {cell.fa(cell.value)}   ({f(m)} is {whose})"
 
 
