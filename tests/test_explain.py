@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from fractions import Fraction
 
@@ -29,11 +30,35 @@ def test_worksheet_cells_are_told_with_their_numbers(by_hand):
     assert t.explain("h0.scores", 1, 2) == "h0.scores[key x2, query x3] = k(x2)·q(x3) = 2×0 + 1×1 + 0×2 = 1"
     assert "⌊4 ÷ 2⌋ = 2" in t.explain("h0.scaled", 1, 0)
     assert "3^2 = 9" in t.explain("h0.exp", 1, 0)
-    assert "9 ÷ (46/3) = 27/46 ≈ 0.587" in t.explain("h0.weights", 1, 0)
+    assert "9 ÷ (46/3) = 27/46 ≈ 0.5870   " in t.explain("h0.weights", 1, 0)
     assert "3 + 9 + 1/3 + 3 = 46/3" in t.explain("h0.sums", 0, 0)
     # z's first feature for x1: 20 (v1) and 20 (v4) weighted 9/46 each, v2 and v3 add nothing
     assert "20×9/46 + 0×27/46 + 0×1/46 + 20×9/46 = 180/23" in t.explain("h0.z", 0, 0)
     assert "⌊−1 ÷ 2⌋ = −1" in t.explain("h0.scaled", 2, 0)
+
+
+def significant(text: str) -> int:
+    """Significant digits of a decimal as written (trailing zeros count: 0.5870 has four)."""
+    mantissa = text.replace("−", "").split("e")[0].replace(".", "").lstrip("0")
+    return len(mantissa)
+
+
+@pytest.mark.parametrize("name", ["by_hand", "alibi", "sinks", "mla", "multi_head", "rope_scaling", "rope_scaling_yarn"])
+def test_every_decimal_of_an_explanation_has_four_significant_digits(name):
+    """As the README promises: a fraction's decimal (27/46 ≈ 0.5870) and the scaled frequencies'
+    share of the way moved are the fraction rounded to 4 digits, not 3."""
+    trace = tracer.run(name)
+    for step in trace.steps:
+        rows, cols = step.shape
+        for r in range(rows):
+            for c in range(cols):
+                story = trace.explain(step.id, r, c)
+                for num, den, approx in re.findall(r"(\d+)/(\d+) ≈ (\S+)", story):
+                    want = float(Fraction(int(num), int(den)))   # 4 digits; a rounded one keeps its zeros
+                    written = f"{want:.4g}" if float(f"{want:.4g}") == want else f"{want:#.4g}"
+                    assert approx == written.replace("-", "−"), story
+                for moved in re.findall(r"moved (\S+) of the way", story):
+                    assert significant(moved) == 4, story
 
 
 def test_decimals_when_fractions_are_off(by_hand):

@@ -41,7 +41,7 @@ def written(f: Fraction) -> str:
     """How a person writes an exact number: 3, 27/46, 3/4 (a fraction, never 0.75 beside 27/46)."""
     if f.denominator == 1:
         text = str(f.numerator)
-    elif f.denominator <= 1000:
+    elif f.denominator <= 10 ** 6:   # by-hand's 6561/7381 too: a sheet's fractions, however large
         text = f"{f.numerator}/{f.denominator}"
     else:  # four significant digits; a rounded one keeps its trailing zeros (1.000 is not 1)
         short = f"{float(f):.4g}"
@@ -221,6 +221,25 @@ def test_lines_opacity_is_each_weight(tmp_path, layout):
     assert len(colours) == sc.heads  # one colour a head
     contents = {t for t, *_ in texts(path)}
     assert set(sc.tokens) <= contents and {"query", "key"} <= contents
+
+
+def test_lines_draw_each_head_in_a_panel_of_its_own(tmp_path):
+    """ALiBi's heads join the same pairs of tokens: drawn over one another, head 1 hid head 0."""
+    trace = tracer.run("alibi")
+    path = tracer.figure(trace, tmp_path / "l.svg", kind="lines")
+    spans = {}
+    for g in ET.parse(path).iter(f"{SVG}g"):
+        if g.get("id", "").endswith("weights"):
+            xs = [float(v) for p in g.iter(f"{SVG}path") for v in re.findall(r"[ML] ([-\d.]+) ", p.get("d"))]
+            spans[g.get("id")] = (min(xs), max(xs))
+    assert sorted(spans) == ["h0.weights", "h1.weights"]
+    (a0, a1), (b0, b1) = spans["h0.weights"], spans["h1.weights"]
+    assert a1 < b0   # side by side, not one over the other
+    # each panel's own token columns: five names left and right of each
+    found = texts(path)
+    for lo, hi in ((a0, a1), (b0, b1)):
+        assert sum(1 for t, x, _, anchor in found if t.startswith("la#") and anchor == "end" and x < lo) >= 5
+        assert sum(1 for t, x, _, anchor in found if t.startswith("la#") and anchor == "start" and x > hi) >= 5
 
 
 @pytest.mark.parametrize("kind", ["heatmap", "worksheet", "lines"])

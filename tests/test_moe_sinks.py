@@ -144,7 +144,7 @@ def test_sink_explain_shows_the_numbers():
                             mask="causal", sinks=[1.0], arithmetic="by-hand")
     trace = tracer.run(sc)
     assert "] = 3^1 ÷ 7 = 3 ÷ 7 = 3/7" in trace.explain("h0.sink", 1, 0)   # powers 1, 3 and the sink's 3
-    assert "] = 1 + 3 + 3 (the sink's power) = 7" in trace.explain("h0.sums", 1, 0)
+    assert "] = 1 + 3 + 3 = 7   (the h0.exp row, plus the sink's power 3^1 = 3," in trace.explain("h0.sums", 1, 0)
 
 
 # ------------------------------------------------------------------- refusals

@@ -109,7 +109,7 @@ def test_each_cell_tells_its_story_on_hover(by_hand):
         assert np.shape(titles) == step.shape
         for i, row in enumerate(titles):
             assert row == [trace.explain(step.id, i, j) for j in range(step.shape[1])]
-    assert page.titles("h0.weights")[1][0].endswith("= 9 ÷ (46/3) = 27/46 ≈ 0.587   (how much x1 attends to x2)")
+    assert page.titles("h0.weights")[1][0].endswith("= 9 ÷ (46/3) = 27/46 ≈ 0.5870   (how much x1 attends to x2)")
 
 
 def test_hostile_tokens_are_text_not_markup():
@@ -122,7 +122,7 @@ def test_hostile_tokens_are_text_not_markup():
     page = Page(text)
     assert page.tags <= {"div", "style", "b", "br", "span", "code", "nav", "a", "details", "summary", "table", "tr",
                          "th", "td"}
-    assert all(t in "".join(page.text) for t in tokens)
+    assert all(t[:20] in "".join(page.text) for t in tokens)   # whole up to 24 characters (test_long_labels)
 
 
 @pytest.fixture(scope="module")

@@ -101,7 +101,7 @@ def test_the_example_runs_and_shows_the_trace_the_swap_and_a_class(executed):
     assert swap["text/plain"].startswith("array(") and "arithmetic exact" in exact["text/plain"]
     assert "text/html" in exact
     text = _text(example)
-    assert "= 27/46 ≈ 0.587" in text
+    assert "= 27/46 ≈ 0.5870" in text
     try:   # the cache's GPT-2 (a tiny one, see hub_cache), layer 5 on the example's sentence
         import transformers  # noqa: F401
     except ImportError:   # the cell says it skipped, and shows nothing

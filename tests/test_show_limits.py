@@ -55,7 +55,7 @@ def test_a_huge_label_is_cut_to_a_width(capsys, tmp_path, label):
     out = capsys.readouterr().out
     assert len(out) < 20_000
     assert max(len(line) for line in out.splitlines()) < 200
-    assert label[:MAX_LABEL - 1] + "…" in out
+    assert label[:MAX_LABEL - 3] + "…#0" in out   # cut, and still named: token 0, feature 0
 
 
 @pytest.mark.parametrize("extra", ['mask = "causal"', 'arithmetic = "by-hand"', 'mask = "sliding:3"\n[defaults]\nscale = "none"'])

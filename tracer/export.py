@@ -20,7 +20,7 @@ import numpy as np
 from .errors import ScenarioError
 from .given import display_name, given, plus_zero
 from .labels import axis_labels, axis_title, step_labels  # axis_labels also imported from here by tracer.figures
-from .numbers import fractions_for, table_writer, tolerance
+from .numbers import DECIMALS_NOTE, fractions_for, is_decimal, table_writer, tolerance
 from .writing import atomic_path, refuse_an_input, room, selected_steps, spreadsheet_text  # noqa: F401  (also the CLI's)
 
 SCHEMA = "attnsim.trace/1"
@@ -229,6 +229,8 @@ def _write_md(trace, steps, tmp: Path, blank: bool) -> None:
         ra, ca = (axis_title(axis, step.kind) for axis in step.axes)
         out += [f"## `{step.id}` — {_md_text(step.title)}", "", f"`{step.formula}`  ({ra} × {ca})", "",
                 _md_table(f"{ra} \\ {ca}", rows, cols, cells), ""]
+        if fractions and not empty and any(is_decimal(t) for row in cells for t in row):
+            out += [f"({DECIMALS_NOTE})", ""]
     tmp.write_text("\n".join(out), encoding="utf-8")
 
 

@@ -104,6 +104,41 @@ def display_name(trace, name: str) -> str:
     return f"{SYMBOLS.get(key, key)} ({'group' if grouped else 'head'} {index})"
 
 
+STEP_WEIGHTS = {"q": "q", "k": "k", "v_down": "v_down", "out": "o"}   # the weight each projection multiplies by
+LATENT_FACTORS = {"c_kv": "down", "c_q": "q_down", "k_pe": "rope_k", "q_nope": "q", "q_pe": "rope_q",
+                  "k_nope": "up_k", "v": "up_v", "q_latent": "up_k"}   # [mla]'s weight each step multiplies by
+
+
+def factor(trace, step) -> tuple[str, np.ndarray] | None:
+    """The given matrix a step multiplies its input by, in the trace's layout, named as a panel
+    names it: `W_Q (head 0)` beside h0.q, `W_K (group 1, read by heads 2 and 3)`, `W_O` beside
+    out; under latent attention [mla]'s own (`W_DKV` beside c_kv, `W_UK (head 1)` beside
+    h1.k_nope, `W_UKᵀ` beside h1.q_latent). None where no given matrix multiplies."""
+    sc = trace.scenario
+    if sc.mla is not None and step.kind in LATENT_FACTORS:
+        return _latent_factor(trace, step)
+    key = ("v_up" if sc.rank is not None else "v") if step.kind == "v" else STEP_WEIGHTS.get(step.kind)
+    if key is None or (key == "o" and sc.w_o is None) or sc.mla is not None:
+        return None
+    scope = {"group": step.group} if step.head is None and step.group is not None else {"head": step.head}
+    return trace.weight_name(key, **scope), trace.weight(key, **scope)   # W_O has no head: head=None
+
+
+def _latent_factor(trace, step) -> tuple[str, np.ndarray]:
+    """[mla]'s matrix a latent step multiplies by (the rows layout's, transposed in columns)."""
+    sc, m = trace.scenario, trace.scenario.mla
+    key, h = LATENT_FACTORS[step.kind], step.head if step.head is not None else step.group
+    per_head = {"q": lambda: sc.w_q[h][:, :m["nope"]], "rope_q": lambda: sc.w_q[h][:, m["nope"]:],
+                "up_k": lambda: sc.w_k[h], "up_v": lambda: sc.w_v[h]}
+    shared = {"down": "w_dkv", "q_down": "w_dq", "rope_k": "w_kr"}
+    w = m[shared[key]] if key in shared else per_head[key]()
+    name = LATENT_SYMBOLS[key]
+    if step.kind == "q_latent":   # Q_NOPE·W_UKᵀ in rows; W_UK·Q_NOPE in columns
+        w, name = w.T, name + ("" if trace.columns else "ᵀ")
+    w = w.T if trace.columns else w
+    return (name if h is None or key in shared else f"{name} (head {h})"), w
+
+
 def plus_zero(a: np.ndarray) -> np.ndarray:
     """The array with −0.0 made +0.0 (they are equal; an export writes the one a person expects)."""
     return a + 0.0 if a.dtype.kind == "f" else a

@@ -13,12 +13,12 @@ import itertools
 
 import numpy as np
 
-from .labels import step_labels
+from .figures.common import SEQUENTIAL, TITLE_WIDTH   # as the pictures draw them: ramps, a title's width
+from .labels import LABEL_WIDTH, short, step_labels
 from .numbers import fractions_for, table_writer, tolerance
 
 MAX_SIDE = 16          # rows and columns of one matrix drawn; the rest is said, not drawn
 CELL_BUDGET = 4096     # cells drawn in all (each carries its explanation): ≈ 1 MB of HTML at most
-SEQUENTIAL = {"weights", "exp", "sums", "sink"}   # never negative: one ramp from 0
 # colour ramps as anchors (sequential: dark violet to yellow; diverging: blue, white, red)
 RAMP = ["#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#35b779", "#6ece58", "#b5de2b",
         "#fde725"]
@@ -92,8 +92,8 @@ def _first_reader(trace, group: int) -> int:
 
 def _header(trace) -> str:
     sc = trace.scenario
-    title = f": {_e(sc.title)}" if sc.title else ""
-    tokens = " ".join(f"<code>{_e(t)}</code>" for t in sc.tokens[:MAX_SIDE])
+    title = f": {_e(short(sc.title, width=TITLE_WIDTH))}" if sc.title else ""
+    tokens = " ".join(f"<code>{_e(short(t, i))}</code>" for i, t in enumerate(sc.tokens[:MAX_SIDE]))
     more = f" … ({sc.n} tokens)" if sc.n > MAX_SIDE else ""
     return (f'<div class="as-head"><b>{_e(sc.name)}</b>{title}<br>'
             f'<span class="as-note">arithmetic {_e(trace.arithmetic.preset)} · layout {_e(trace.layout)} · '
@@ -119,7 +119,7 @@ def _step(trace, step, uid, fractions, tol, before, after, opened: bool) -> str:
     r, c = min(rows, MAX_SIDE), min(cols, MAX_SIDE)
     a = np.asarray(trace[step.id][:r, :c], dtype=np.float64)
     write = table_writer(a, fractions, tol)
-    row_names, col_names = (names[:n] for names, n in zip(step_labels(trace, step), (r, c)))
+    row_names, col_names = (names[:n] for names, n in zip(step_labels(trace, step, LABEL_WIDTH), (r, c)))
     colours = _colours(a, step.kind in SEQUENTIAL)
     head = "".join(f"<th>{_e(n)}</th>" for n in col_names)
     body = []

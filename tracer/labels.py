@@ -2,34 +2,54 @@
 each query's most-attended keys (one rule, so the CLI's diff and the TUI's name the same keys)."""
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import numpy as np
 
 TOKEN_AXES = ("token", "query", "key", "context")
 TIE = 1e-9   # weights within this fraction of a query's largest are tied for most-attended
+LABEL_WIDTH = 24   # characters of a name where room is counted: tables, pictures, explanations
 
 
-def axis_labels(trace, axis: str, size: int, start: int = 0) -> list[str]:
+def short(name: str, index: int | None = None, width: int = LABEL_WIDTH) -> str:
+    """A name in at most `width` characters: whole when it fits, else cut with … and ended by its
+    index (`wwwwwwwwwwwwwwwwwwww…#3`: given, or the #3 it already ends in), so that two long names
+    cut alike stay apart. A megabyte token must not make a table, a picture or a story that wide."""
+    if len(name) <= width:
+        return name
+    if index is None:
+        ends = re.search(r"#\d+$", name)
+        tail = "…" + (ends.group() if ends else "")
+    else:
+        tail = f"…#{index}"
+    return name[:max(width - len(tail), 1)] + tail
+
+
+def axis_labels(trace, axis: str, size: int, start: int = 0, width: int | None = None) -> list[str]:
     """Token names on token axes (token, query, key) from token `start` on, Σ on the one-wide
-    axis, indices elsewhere."""
+    axis, indices elsewhere; with `width`, each cut to it (short: the cut ones end in their index)."""
     if axis in ("key", "context"):   # the context's tokens under cross-attention
-        return distinct(trace.scenario.key_tokens)[start:]
-    if axis in TOKEN_AXES:
-        return distinct(trace.scenario.tokens)[start:]
-    if axis == "one":
+        names, first = distinct(trace.scenario.key_tokens)[start:], start
+    elif axis in TOKEN_AXES:
+        names, first = distinct(trace.scenario.tokens)[start:], start
+    elif axis == "one":
         return ["Σ"]
-    if axis == "d_model" and trace.scenario.features:
-        return list(trace.scenario.features)
-    if axis == "d_v" and getattr(trace.scenario, "value_features", None):
-        return list(trace.scenario.value_features)
-    return [str(i) for i in range(size)]
+    elif axis == "d_model" and trace.scenario.features:
+        names, first = list(trace.scenario.features), 0
+    elif axis == "d_v" and getattr(trace.scenario, "value_features", None):
+        names, first = list(trace.scenario.value_features), 0
+    else:
+        return [str(i) for i in range(size)]
+    return names if width is None else [short(n, i, width) for i, n in enumerate(names, first)]
 
 
-def step_labels(trace, step) -> tuple[list[str], list[str]]:
+def step_labels(trace, step, width: int | None = None) -> tuple[list[str], list[str]]:
     """A step's row and column names: a key block's columns start at its first key, a decoded
-    token's row is that token, a running max's one column is `max`, not Σ."""
-    names = (axis_labels(trace, axis, size, start) for axis, size, start in zip(step.axes, step.shape, step.starts))
+    token's row is that token, a running max's one column is `max`, not Σ (a sink's share `sink`);
+    with `width`, each cut to it."""
+    names = (axis_labels(trace, axis, size, start, width)
+             for axis, size, start in zip(step.axes, step.shape, step.starts))
     word = ONE_WIDE.get(step.kind)
     return tuple([word] if word and axis == "one" else n for axis, n in zip(step.axes, names))
 
@@ -42,13 +62,14 @@ def distinct(names: list[str]) -> list[str]:
 
 
 def token_name(names: list[str], index: int) -> str:
-    """A token as explanations name it: `bank`, or `the#3` (its index, from 0) where the name repeats."""
+    """A token as explanations name it: `bank`, or `the#3` (its index, from 0) where the name repeats,
+    a long one cut (`wwwwwwwwwwwwwwwwwwww…#3`): a cell's story stays a line, whatever the token."""
     name = names[index]
-    return f"{name}#{index}" if names.count(name) > 1 else name
+    return short(f"{name}#{index}" if names.count(name) > 1 else name, index)
 
 
 AXIS_TITLES = {"one": "sum"}   # the one-wide axis of the sums, named for a reader
-ONE_WIDE = {"max": "max", "rescale": "rescale", "freqs": "θ"}   # one-wide steps (by kind) that hold no sum
+ONE_WIDE = {"max": "max", "rescale": "rescale", "freqs": "θ", "sink": "sink"}   # one-wide steps (by kind) that hold no sum
 
 
 def axis_title(axis: str, kind: str | None = None) -> str:
@@ -63,14 +84,8 @@ def keys_text(names: list[str], keys: list[int]) -> str:
     or `none` (every key masked)."""
     if not keys:
         return "none"
-    text = ", ".join(_short(names[k]) for k in keys)
+    text = ", ".join(short(names[k], k) for k in keys)
     return text + " (tied)" if len(keys) > 1 else text
-
-
-def _short(name: str, width: int = 24) -> str:
-    """A token's name in a table or a note: one line, at most `width` characters."""
-    from .errors import one_line
-    return one_line(name, width)
 
 
 def top_keys(weights_rows: np.ndarray) -> list[list[int]]:

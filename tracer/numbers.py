@@ -8,7 +8,8 @@ from fractions import Fraction
 
 import numpy as np
 
-MAX_DENOMINATOR = 1000
+MAX_DENOMINATOR = 1000        # a value as typed (2/3, 0.125) is a small fraction; more means data
+RESULT_DENOMINATOR = 10 ** 6  # a computed value is written as a fraction up to this (by-hand's 6561/7381)
 DIGITS = 4          # significant digits of every decimal the TUI, show, md and pictures write
 CHUNK = 1 << 13     # cells a table's printing is measured in at a time (small: no large temporaries)
 MAX_DISTINCT = 512  # typed inputs hold few distinct values; more means data, not a worksheet
@@ -49,13 +50,15 @@ def fractions_for(trace) -> bool:
     return rational(trace.arithmetic, trace.scenario.d_k) and trace.scenario.exact
 
 
-def as_fraction(value: float, tol: float = 1e-15) -> Fraction | None:
-    """The small-denominator fraction equal to value (within tol, relative), if there is one.
-    Coarse tolerances (float32) only accept denominators up to 100: fractions up to 1000 lie
-    about 1e-6 apart, so nearly any float32 value would match one. A nonzero value is never 0."""
+def as_fraction(value: float, tol: float = 1e-15, limit: int = MAX_DENOMINATOR) -> Fraction | None:
+    """The fraction of denominator at most `limit` equal to value (within tol, relative), if there
+    is one. Coarse tolerances (float32) only accept denominators up to 100: fractions up to 1000 lie
+    about 1e-6 apart, so nearly any float32 value would match one. A nonzero value is never 0.
+    (Within float64's 1e-15 a true fraction of denominator q is mistaken for one up to `limit`
+    only when q·limit passes 1e15: never for a by-hand sheet's q.)"""
     if not math.isfinite(value):
         return None
-    f = Fraction(value).limit_denominator(MAX_DENOMINATOR if tol <= 1e-12 else 100)
+    f = Fraction(value).limit_denominator(limit if tol <= 1e-12 else 100)
     if f == 0 and value != 0:   # 4.2e−18 is not 0/1: an underflow or a rounding is shown as it is
         return None
     return f if abs(float(f) - value) <= tol * max(1.0, abs(value)) else None
@@ -84,7 +87,7 @@ def fmt(value: float, fractions: bool = True, digits: int = DIGITS, tol: float =
     if value == int(value) and abs(value) < 1e15:
         text = str(int(value))
     else:
-        f = as_fraction(value, tol) if fractions else None
+        f = as_fraction(value, tol, RESULT_DENOMINATOR) if fractions else None
         text = decimal(value, digits) if f is None else _fraction(f)
     return text.replace("-", "−")
 
@@ -146,14 +149,25 @@ def _rounded(a: np.ndarray, digits: int) -> np.ndarray:
         return np.round(a / step) * step
 
 
+# what a table of fractions says when a cell is a decimal: its denominator would pass the limit,
+# or it is no fraction at all (cos, tanh, √ under by-hand)
+DECIMALS_NOTE = f"decimals: no fraction with a denominator up to {RESULT_DENOMINATOR:,} equals them".replace(",", " ")
+
+
+def is_decimal(text: str) -> bool:
+    """Whether a written number is a decimal (0.8889, 1.2e−05), not a whole number, fraction or ∞."""
+    return "/" not in text and any(c in text for c in ".e")
+
+
 def divisor(text: str) -> str:
     """A number written after ÷: `9 ÷ (46/3)`, since `9 ÷ 46/3` reads as (9 ÷ 46)/3."""
     return f"({text})" if "/" in text else text
 
 
 def fmt_approx(value: float, fractions: bool = True, tol: float = 1e-15) -> str:
-    """Like fmt, with the decimal beside a fraction: `27/46 ≈ 0.587`."""
+    """Like fmt, with the decimal beside a fraction, to the same four digits as every decimal:
+    `27/46 ≈ 0.5870`."""
     text = fmt(value, fractions, tol=tol)
-    if "/" in text:
-        text += f" ≈ {value:.3g}".replace("-", "−")
+    if "/" in text:   # the fraction's own decimal: 3/40 ≈ 0.075, not its rounded value's 0.07500
+        text += f" ≈ {decimal(float(Fraction(text.replace('−', '-'))))}".replace("-", "−")
     return text

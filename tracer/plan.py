@@ -40,7 +40,7 @@ def layer_plan(dims: Dims, arithmetic, layout: str, mask) -> list[Step]:
         reader = head if group is None else group * (dims.heads // dims.kv_heads)   # a head that reads it
         inputs = kind.inputs(ctx, reader) if block is None else kind.inputs(ctx, reader, block)
         steps.append(Step(sid, kind.word, head, kind.formula(ctx), tuple(inputs), tuple(axes), tuple(shape), group,
-                          key="" if kind.word == kind.name else kind.name, starts=tuple(starts)))
+                          key="" if kind.word == kind.name else kind.name, starts=tuple(starts), about=kind.why_in(ctx)))
 
     chosen = [KINDS[name] for name in KINDS if name in ctx.present]
     for kind in chosen:

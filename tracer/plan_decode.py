@@ -71,7 +71,7 @@ def _token(ctx: Context, t: int, formulas: dict) -> list[Step]:
             axes, shape, starts = axes[::-1], shape[::-1], starts[::-1]
         sid = step_id(kind, head, group=group, token=t)
         steps.append(Step(sid, kind, head, formula or formulas[kind], tuple(inputs), tuple(axes), tuple(shape), group,
-                          starts=tuple(starts)))
+                          starts=tuple(starts), about=KINDS[kind].why_in(ctx)))
         return sid
 
     if dims.mla:

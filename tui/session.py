@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 
 import tracer
 from tracer.arithmetic import PRESETS, resolve
+from tracer.given import factor
 from tracer.steps import KINDS
 from tracer.labels import TOKEN_AXES, axis_labels, step_labels  # noqa: F401  (the screens take axis_labels from here)
 
@@ -208,16 +209,6 @@ def cell_name(trace: tracer.Trace, step: tracer.Step, row: int, col: int) -> str
 
 # ---------------------------------------------------------------- what a cell came from
 
-WEIGHT_OF = {"q": "q", "k": "k", "v_down": "v_down", "out": "o"}
-
-
-def weight_of(trace: tracer.Trace, step: tracer.Step) -> str | None:
-    """The weight matrix a step multiplies by (`q` for W_Q), or None."""
-    if step.kind == "v":
-        return "v_up" if trace.scenario.rank is not None else "v"
-    return WEIGHT_OF.get(step.kind)
-
-
 @dataclass
 class Panel:
     """One matrix shown beside the current step, with the cells that fed the cursor's cell."""
@@ -233,14 +224,14 @@ def input_panels(trace: tracer.Trace, step: tracer.Step, row: int, col: int) -> 
     for sid, cells in trace.sources(step.id, row, col).items():
         src = trace.step(sid)
         panels.append(Panel(f"{sid} · {src.formula}", trace[sid], src.axes, cells))
-    weight = weight_of(trace, step)
+    weight = factor(trace, step)   # W_Q, or latent attention's W_DKV, W_UK, …
     if weight is not None:
-        w = trace.weight(weight, step.head or 0, group=step.group)
+        name, w = weight
         # rows: cell (i, j) uses W's column j; columns: cell (j, i) uses W's row j
         cells = ([(row, m) for m in range(w.shape[1])] if trace.columns
                  else [(m, col) for m in range(w.shape[0])])
         axes = ("out", "in") if trace.columns else ("in", "out")
-        panels.append(Panel(trace.weight_name(weight, step.head, group=step.group), w, axes, cells))
+        panels.append(Panel(name, w, axes, cells))
     return panels
 
 

@@ -7,11 +7,11 @@ import textwrap
 
 import numpy as np
 
-from tracer.labels import axis_labels, axis_title, keys_text, step_labels, top_keys  # noqa: F401
-from tracer.numbers import fractions_for, table_writer, tolerance
+from tracer.labels import LABEL_WIDTH, axis_labels, axis_title, keys_text, short, step_labels, top_keys  # noqa: F401
+from tracer.numbers import DECIMALS_NOTE, fractions_for, is_decimal, table_writer, tolerance
 
 MAX_SHOWN = 12  # rows/columns printed before eliding the middle, unless --full
-MAX_LABEL = 24  # characters of a token or feature name in a table
+MAX_LABEL = LABEL_WIDTH  # characters of a token or feature name in a table (a cut one ends in its index)
 
 
 def _pick(size: int, full: bool) -> list[int | None]:
@@ -29,12 +29,13 @@ def step_table(trace, step, fractions: bool = True, full: bool = False) -> str:
 
 def step_lines(trace, step, fractions: bool = True, full: bool = False):
     """The table's lines one by one: a --full table of millions of cells is never one string
-    (its column widths are measured in a first pass); labels are cut to MAX_LABEL characters."""
+    (its column widths are measured in a first pass); labels are cut to MAX_LABEL characters
+    (a megabyte token would widen every row)."""
     a = trace[step.id]
     ra, ca = (axis_title(axis, step.kind) for axis in step.axes)
     yield (f"{step.id}  {step.title}:  {step.formula}   [{ra} × {ca}, "
            f"{a.shape[0]} × {a.shape[1]}]")
-    yield from _body(trace, a, step_labels(trace, step), f"{ra}\\{ca}", fractions, full)
+    yield from _body(trace, a, step_labels(trace, step, MAX_LABEL), f"{ra}\\{ca}", fractions, full)
 
 
 def given_lines(trace, name: str, axes: tuple[str, str], a, fractions: bool = True, full: bool = False):
@@ -42,7 +43,7 @@ def given_lines(trace, name: str, axes: tuple[str, str], a, fractions: bool = Tr
     from tracer.given import display_name
     ra, ca = (axis_title(axis) for axis in axes)
     yield f"{display_name(trace, name)}  (given: {name})   [{ra} × {ca}, {a.shape[0]} × {a.shape[1]}]"
-    names = tuple(axis_labels(trace, axis, size) for axis, size in zip(axes, a.shape))
+    names = tuple(axis_labels(trace, axis, size, width=MAX_LABEL) for axis, size in zip(axes, a.shape))
     yield from _body(trace, a, names, f"{ra}\\{ca}", fractions, full)
 
 
@@ -51,19 +52,24 @@ def _body(trace, a, names, corner: str, fractions: bool, full: bool):
     row_names, col_names = names
     elided = None in rows or None in cols   # measured on what is printed, without a copy of a --full table
     shown = a[np.ix_([r for r in rows if r is not None], [c for c in cols if c is not None])] if elided else a
-    write = table_writer(shown, fractions and fractions_for(trace), tolerance(a.dtype))
+    fractions = fractions and fractions_for(trace)
+    write = table_writer(shown, fractions, tolerance(a.dtype))
+    decimals = False   # a table of fractions that still writes a decimal says why
 
     def line(r) -> list[str]:
         if r is None:
             return ["⋮"] + ["⋮" if c is not None else "" for c in cols]
-        return [_cut(row_names[r])] + [write(a[r, c]) if c is not None else "…" for c in cols]
-    top = [_cut(corner)] + [_cut(col_names[c]) if c is not None else "…" for c in cols]
+        return [row_names[r]] + [write(a[r, c]) if c is not None else "…" for c in cols]
+    top = [short(corner, width=MAX_LABEL)] + [col_names[c] if c is not None else "…" for c in cols]
     widths = [len(cell) for cell in top]
     for r in rows:
         widths = [max(w, len(cell)) for w, cell in zip(widths, line(r))]
-    for row in itertools.chain([top], map(line, rows)):
+    for n, row in enumerate(itertools.chain([top], map(line, rows))):
         cells = [row[0].ljust(widths[0])] + [cell.rjust(w) for cell, w in zip(row[1:], widths[1:])]
+        decimals = decimals or (n > 0 and fractions and any(map(is_decimal, row[1:])))
         yield "  " + "  ".join(cells)
+    if decimals:
+        yield f"  ({DECIMALS_NOTE})"
 
 
 def lesson_text(description: str, width: int = 100) -> str:
@@ -73,11 +79,6 @@ def lesson_text(description: str, width: int = 100) -> str:
     paragraphs = (worksheet_words(one_line(" ".join(p.split()), 20000))
                   for p in re.split(r"\n\s*\n", description.strip()))
     return "\n\n".join(textwrap.fill(p, width, break_on_hyphens=False) for p in paragraphs if p)
-
-
-def _cut(label: str) -> str:
-    """A label of at most MAX_LABEL characters (a megabyte token would widen every row)."""
-    return label if len(label) <= MAX_LABEL else label[:MAX_LABEL - 1] + "…"
 
 
 def diff_rows(a, b) -> list[tuple[str, str, str]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ..errors import ScenarioError
-from ..labels import axis_labels
+from ..labels import LABEL_WIDTH, axis_labels, short, step_labels
 from ..writing import atomic_path
 from ..numbers import fractions_for, table_writer, tolerance
 
@@ -15,6 +15,7 @@ RC = {"svg.fonttype": "none",      # text stays text: searchable, editable
       "svg.hashsalt": "attnsim",   # element ids the same from run to run
       "text.parse_math": False,    # a token such as "$5" is text, not mathtext
       "font.family": "DejaVu Sans", "font.size": 9, "axes.titlesize": 10}
+SEQUENTIAL = frozenset({"weights", "exp", "sums", "sink"})   # kinds never negative: one ramp from 0
 GIVEN = "#e8eef7"    # background of the cells a worksheet gives (input, weights)
 MASKED = "#d9d9d9"   # a −∞ cell
 
@@ -36,15 +37,25 @@ def number_writer(trace, array):
     return table_writer(array, fractions_for(trace), tolerance(trace.dtype))
 
 
+TITLE_WIDTH = 120   # characters of a scenario's title in a caption
+
+
 def labels(trace, axis: str, size: int) -> list[str]:
-    """Token names on token/query/key axes, Σ on a sums axis, indices elsewhere."""
-    return axis_labels(trace, axis, size)
+    """Token names on token/query/key axes, Σ on a sums axis, indices elsewhere; each cut to
+    LABEL_WIDTH characters (a picture's size, and its memory, grow with its longest label)."""
+    return axis_labels(trace, axis, size, width=LABEL_WIDTH)
+
+
+def step_names(trace, step) -> tuple[list[str], list[str]]:
+    """A step's row and column labels as its tables write them (θ, max, sink on a one-wide axis),
+    each cut to LABEL_WIDTH characters."""
+    return step_labels(trace, step, LABEL_WIDTH)
 
 
 def caption(trace, title: bool = True) -> str:
     """The line naming what was computed: scenario (and its title), arithmetic and layout."""
     sc = trace.scenario
-    name = f"{sc.name}: {sc.title}" if title and sc.title else sc.name
+    name = f"{sc.name}: {short(sc.title, width=TITLE_WIDTH)}" if title and sc.title else sc.name
     return f"{name}  ·  arithmetic: {trace.arithmetic.preset}  ·  layout: {trace.layout}"
 
 

@@ -7,13 +7,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .common import MASKED, RC, caption, finite_extent, ink_for, labels, number_writer, text_width, tick_step
-
-SEQUENTIAL = {"weights", "exp", "sums"}   # never negative: one hue ramp from 0
+from ..labels import axis_title
+from ..numbers import DECIMALS_NOTE, fractions_for, is_decimal
+from .common import MASKED, RC, SEQUENTIAL, caption, finite_extent, ink_for, number_writer, step_names, text_width, tick_step
 MAX_NUMBERED = 16    # rows or columns beyond this: no numbers in the cells (they could not be read)
 MAX_LABELS = 40      # tick labels per axis beyond this: only every k-th is written
 MAX_COLUMNS = 2      # panels side by side
-CHAR_W = 0.07        # inches per character of an 8 pt label
 SUPTITLE_H = 0.4
 MARGIN = 0.2         # inches left free at the figure's sides
 
@@ -72,22 +71,28 @@ def _numbered(step) -> bool:
 def _box(trace, step, texts) -> Box:
     """Cells wide enough for their longest number; room for the labels, title and colour bar."""
     rows, cols = step.shape
-    longest = lambda axis, n: max(map(len, labels(trace, axis, n)[:MAX_LABELS]))  # noqa: E731
-    col_label = longest(step.axes[1], cols)
-    upright = cols > 6 or col_label > 4
-    label_h = CHAR_W * col_label + 0.1 if upright else 0.2
+    row_names, col_names = step_names(trace, step)
+    upright = cols > 6 or max(map(len, col_names[:MAX_LABELS])) > 4
+    # inches of the longest label, measured: a w is twice an i (labels are cut to LABEL_WIDTH characters)
+    longest = lambda names: max(text_width(n, 8) for n in names[:MAX_LABELS])  # noqa: E731
+    label_h = longest(col_names) + 0.1 if upright else 0.2
     if texts is None:
         side = 5.0  # the cells are not square here (aspect="auto"): a thin matrix stays legible
         width, height = side * min(1.0, max(0.45, cols / rows)), side * min(1.0, max(0.45, rows / cols))
         notes = 1 + (rows > MAX_LABELS) + (cols > MAX_LABELS)
     else:
         cell = max(0.42, 0.075 * max(len(t) for row in texts for t in row) + 0.18)
-        width, height, notes = cols * cell, rows * cell, 0
-    left = 0.4 + CHAR_W * longest(step.axes[0], rows)
+        width, height, notes = cols * cell, rows * cell, 2 * _decimals(trace, texts)
+    left = 0.4 + longest(row_names)
     top = 0.5 + 0.2 + label_h   # two lines of title, the axis name, the column labels
     title = text_width(_title(step), RC["axes.titlesize"])   # starts at the matrix's left edge
     right = max(0.75, title - width + MARGIN)
     return Box(left, top, right, 0.2 + 0.14 * notes, width, height, upright)
+
+
+def _decimals(trace, texts) -> bool:
+    """Whether a table of fractions writes a decimal (and so says why under it)."""
+    return fractions_for(trace) and any(is_decimal(t) for row in texts for t in row)
 
 
 def _title(step) -> str:
@@ -95,7 +100,7 @@ def _title(step) -> str:
 
 
 def _colours(step, a):
-    """(colour map, norm): a sequential map from 0 for weights, powers and sums; a diverging one
+    """(colour map, norm): a sequential map from 0 for weights, powers, sums and shares; a diverging one
     centred on 0 elsewhere (scores, projections), so that the sign reads at a glance."""
     from matplotlib import colormaps
     from matplotlib.colors import Normalize
@@ -117,16 +122,16 @@ def _panel(fig, ax, bar, trace, step, texts, box: Box) -> None:
                       interpolation="nearest" if texts is not None else "antialiased")
     fig.colorbar(image, cax=bar)
     bar.tick_params(labelsize=7)
-    ax.set_title(_title(step), loc="left", pad=(box.top - 0.48) * 72)  # points, above the labels
+    # y given: matplotlib would otherwise lift the title over the top labels itself, on top of the pad
+    ax.set_title(_title(step), loc="left", y=1.0, pad=(box.top - 0.48) * 72)  # points, above the labels
     notes = []
-    for axis, count, name in ((ax.yaxis, rows, step.axes[0]), (ax.xaxis, cols, step.axes[1])):
+    for axis, count, name, names in zip((ax.yaxis, ax.xaxis), (rows, cols), step.axes, step_names(trace, step)):
         every = tick_step(count, MAX_LABELS if count <= MAX_LABELS else 20)
-        names = labels(trace, name, count)
         axis.set_ticks(range(0, count, every), [names[i] for i in range(0, count, every)])
         if every > 1:
             notes.append(f"one {name} label in {every}")
-    ax.set_ylabel("" if step.axes[0] == "one" else step.axes[0])
-    ax.set_xlabel(step.axes[1])
+    ax.set_ylabel("" if step.axes[0] == "one" else axis_title(step.axes[0], step.kind))
+    ax.set_xlabel(axis_title(step.axes[1], step.kind))
     ax.xaxis.tick_top()
     ax.xaxis.set_label_position("top")
     ax.tick_params(length=0, labelsize=8)
@@ -136,6 +141,8 @@ def _panel(fig, ax, bar, trace, step, texts, box: Box) -> None:
         notes.insert(0, f"{rows} × {cols} cells: colours only (numbers are written up to {MAX_NUMBERED} a side)")
     else:
         _numbers(ax, image, a, texts)
+        if _decimals(trace, texts):
+            notes.append(DECIMALS_NOTE.replace(" with ", "\nwith ", 1))   # two short lines under a small matrix
     if notes:
         ax.text(0.5, -0.02, "\n".join(notes), transform=ax.transAxes, ha="center", va="top", fontsize=7,
                 color="#555555")

@@ -7,14 +7,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ScenarioError
-from .common import GIVEN, MASKED, caption, labels, number_writer, text_width
+from ..given import factor as given_factor
+from ..ids import parse
+from ..labels import short
+from .common import GIVEN, MASKED, caption, labels, number_writer, step_names, text_width
 
 MAX_TOKENS, MAX_FEATURES = 12, 16   # beyond this a sheet is no longer something to fill in by hand
 CELL_H, LABEL_H, CAPTION_H = 0.27, 0.2, 0.26   # inches
 CHAR_W = 0.068                      # inches per character at the cells' 8 pt
 PAD, MARGIN, TITLE_H = 0.35, 0.35, 0.6
 MAX_WIDTH = 14.0                    # inches: a wider row of panels wraps (a landscape sheet, or a slide)
-FACTORS = {"q": "q", "k": "k", "v": "v", "v_down": "v_down"}   # the weight each projection multiplies by
 
 
 @dataclass
@@ -67,37 +69,43 @@ def panels(trace, head: int, blank: bool) -> list[tuple[Panel, Panel | None]]:
 
 
 def pairs(trace, steps, blank: bool) -> list[tuple[Panel, Panel | None]]:
-    """Each of `steps` as a panel, with its factor: the weight a projection multiplies by, Kᵀ
-    beside the scores, V beside the weights, W_O beside the output (a class's sheet has it)."""
-    low_rank = trace.scenario.rank is not None
+    """Each of `steps` as a panel, with its factor: the weight a projection multiplies by (W_Q,
+    latent attention's W_DKV, W_UK, …), Kᵀ beside the scores, V beside the weights, W_O beside the
+    output (a class's sheet has it)."""
     out = []
     for step in steps:
-        main = make_panel(trace, _caption(step), trace[step.id], step.axes, step.kind == "x", blank)
-        factor = None
-        if step.kind in FACTORS or step.kind == "v":
-            key = "v_up" if step.kind == "v" and low_rank else FACTORS[step.kind]
-            scope = {"group": step.group} if step.head is None else {"head": step.head}
-            w = trace.weight(key, **scope)
-            factor = make_panel(trace, f"{trace.weight_name(key, **scope)} (given)", w, ("", ""), True, blank)
-        elif step.kind == "scores":  # Kᵀ, beside the queries it meets
-            k = trace.step(step.inputs[1])
-            factor = make_panel(trace, "Kᵀ", trace[k.id].T, k.axes[::-1], False, blank)
+        main = make_panel(trace, _caption(step), trace[step.id], step.axes, step.kind == "x", blank,
+                          step_names(trace, step))
+        factor, given_w = None, given_factor(trace, step)
+        if given_w is not None:
+            factor = make_panel(trace, f"{given_w[0]} (given)", given_w[1], ("", ""), True, blank)
+        elif step.kind in ("scores", "absorbed"):  # Kᵀ, beside the queries it meets
+            factor = _keys(trace, step, blank)
         elif step.kind == "z":       # V, beside the weights that mix it
             v = trace.step(step.inputs[1])
             factor = make_panel(trace, "V", trace[v.id], v.axes, False, blank)
-        elif step.kind == "out" and trace.scenario.w_o is not None:
-            factor = make_panel(trace, f"{trace.weight_name('o')} (given)", trace.weight("o"), ("", ""), True, blank)
         out.append((main, factor))
     return out
 
 
-def make_panel(trace, title: str, a, axes, given: bool, blank: bool) -> Panel:
+def _keys(trace, step, blank: bool) -> Panel:
+    """Kᵀ beside the scores; under latent attention the two key parts side by side, [K_NOPE, K_PE]ᵀ
+    (or [C_KV, K_PE]ᵀ from the cache), as the scores add q_nope·k_nope and q_pe·k_pe."""
+    keys = [trace.step(sid) for sid in step.inputs[1::2]]   # the factors read by key: every second input
+    if len(keys) == 1:
+        return make_panel(trace, "Kᵀ", trace[keys[0].id].T, keys[0].axes[::-1], False, blank)
+    a = np.concatenate([trace[k.id] for k in keys], axis=0 if trace.columns else 1)
+    title = "[" + ", ".join(parse(k.id).kind.upper() for k in keys) + "]ᵀ"
+    return make_panel(trace, title, a.T, keys[0].axes[::-1], False, blank)
+
+
+def make_panel(trace, title: str, a, axes, given: bool, blank: bool, step_labels=None) -> Panel:
     """A matrix as a panel: its cells written as the TUI writes them (empty when `blank` and
-    computed), token names on token axes."""
+    computed), token names on token axes (a step's own labels when given: θ, sink)."""
     write = number_writer(trace, a)
     cells = [["" if blank and not given else write(v) for v in row] for row in a]
-    names = [labels(trace, axis, size) if axis in ("token", "query", "key", "one") else None
-             for axis, size in zip(axes, a.shape)]
+    names = [(step_labels[n] if step_labels else labels(trace, axis, size))
+             if axis in ("token", "query", "key", "one") else None for n, (axis, size) in enumerate(zip(axes, a.shape))]
     return Panel(title, cells, given, names[0], names[1], np.asarray(a, dtype=np.float64))
 
 
@@ -137,12 +145,12 @@ def _columns(pairs, cw):
     """Tokens are columns: the products go down one column of panels, their factors at the left."""
     label_w = max((len(n) for m, f in pairs for n in (m.row_names or []) + ((f and f.row_names) or [])),
                   default=0) * CHAR_W + 0.15
-    factor_w = max((f.width(cw) for _, f in pairs if f), default=0.0)
+    factor_w = max((f.reach(cw) for _, f in pairs if f), default=0.0)   # a caption wider than its matrix too
     x_main = MARGIN + label_w + factor_w + (PAD if factor_w else 0)
     y, placed, right = MARGIN + TITLE_H, [], 0.0
     for main, factor in pairs:
         if factor:
-            placed.append((x_main - PAD - factor.width(cw), y, factor, factor.row_names or main.row_names))
+            placed.append((x_main - PAD - factor.reach(cw), y, factor, factor.row_names or main.row_names))
         placed.append((x_main, y, main, None if factor else main.row_names))
         right = max(right, x_main + main.reach(cw))
         y += max(main.height(), factor.height() if factor else 0) + PAD
@@ -174,13 +182,21 @@ def _rows(pairs, cw):
     return placed, right + MARGIN, y - 2 * PAD + MARGIN
 
 
+def _fit(name: str, cw: float) -> str:
+    """A column's name cut to its cell's width (a cut one keeps its index: `ww…#3`)."""
+    if text_width(name, 7) <= cw - 0.04:
+        return name
+    return short(name, width=max(4, int((cw - 0.04) / 0.075)))
+
+
 def draw_panel(ax, x, y, panel: Panel, cw: float, row_names) -> None:
     """A caption, column names, then a grid of cells; row names at the left when asked for."""
     from matplotlib.collections import PolyCollection
     ax.text(x, y + CAPTION_H - 0.06, panel.caption, fontsize=9, weight="bold", va="bottom")
     top = y + CAPTION_H + LABEL_H
     for c, name in enumerate(panel.col_names or []):
-        ax.text(x + (c + 0.5) * cw, top - 0.04, name, fontsize=7, color="#555555", ha="center", va="bottom")
+        ax.text(x + (c + 0.5) * cw, top - 0.04, _fit(name, cw), fontsize=7, color="#555555", ha="center",
+                va="bottom")
     for r, name in enumerate(row_names or []):
         ax.text(x - 0.08, top + (r + 0.5) * CELL_H, name, fontsize=7, color="#555555", ha="right", va="center")
     boxes, faces = [], []

@@ -84,7 +84,8 @@ class Kind:
     title: str
     axes: object                                 # (row, column) in the rows layout, or ctx → that
     scope: str                                   # one of SCOPES
-    why: str                                     # why the step is done, in plain words
+    why: object                                  # why the step is done, in plain words: a str, or
+                                                 # ctx → str where the words depend on the layer (sinks)
     formula: Callable[["Context"], str]
     explain: Callable[["Cell"], str]             # the cell's story after its label
     sources: Callable[["Cell"], dict]            # {step id: [(row, col)]} in the rows orientation
@@ -99,6 +100,10 @@ class Kind:
     @property
     def word(self) -> str:
         return self.short or self.name
+
+    def why_in(self, ctx: "Context") -> str:
+        """Why the step is done, as this layer does it."""
+        return self.why(ctx) if callable(self.why) else self.why
 
 
 def register(kind: Kind, after: str | None = None) -> Kind:
@@ -194,6 +199,7 @@ class Step:
     key: str = ""                 # its kind's name in the registry, when not the id's kind (blk_max)
     starts: tuple[int, int] = (0, 0)   # token index of the first row and column, in the layout
                                        # (a key block starts at its first key; a decoded row at t)
+    about: str = ""               # why it is done, as its plan said (Kind.why_in); "" for the kind's words
 
     @property
     def spec(self) -> "Kind":
@@ -210,7 +216,7 @@ class Step:
 
     @property
     def why(self) -> str:
-        return self.spec.why
+        return self.about or (self.spec.why if isinstance(self.spec.why, str) else "")
 
     def describe(self) -> dict:
         return dict(id=self.id, title=self.title, formula=self.formula, inputs=list(self.inputs),

@@ -8,7 +8,7 @@ from typing import Callable
 import numpy as np
 
 from ..ids import parse
-from ..labels import token_name
+from ..labels import short, token_name
 
 MAX_TERMS = 8  # a dot product of 768 terms is summarised after this many
 
@@ -62,7 +62,7 @@ class Cell:
 
     def feature(self, index: int) -> str:
         names = self.scenario.features
-        return f"feature {index}" + (f" ({names[index]})" if names else "")
+        return f"feature {index}" + (f" ({short(names[index])})" if names else "")
 
     def names(self) -> tuple[str, str]:
         """The cell's row and column names in the rows orientation: token names, or an index."""
@@ -80,7 +80,7 @@ class Cell:
         """`h0.weights[key x2, query x1]`: the cell as the layout writes it, query and key said."""
         axes = self.step.axes[::-1] if self.trace.columns else self.step.axes
         a, b = (f"{axis} {n}" if axis in ("query", "key") else n for axis, n in zip(axes, self.names()))
-        if self.step.kind == "sums":
+        if self.step.kind in ("sums", "sink"):   # one number per query
             return f"{self.step.id}[{a}]"
         return f"{self.step.id}[{b}, {a}]" if self.trace.columns else f"{self.step.id}[{a}, {b}]"
 

@@ -96,7 +96,7 @@ def _freqs_explain(cell) -> str:
     if s is None:
         return f"= {plain}   (pair {i}: {wave})"
     moved = float(rope.slowed(spec, d)[i])
-    how = {0.0: "kept", 1.0: f"÷ {s['factor']:g}"}.get(moved, f"moved {moved:.3g} of the way to ÷ {s['factor']:g}")
+    how = {0.0: "kept", 1.0: f"÷ {s['factor']:g}"}.get(moved, f"moved {moved:.4g} of the way to ÷ {s['factor']:g}")
     return f"= {plain}, {how} = {cell.value:.4g}   (pair {i}: {_why_moved(spec, d, i)}; now {wave})".replace("-", "−")
 
 

@@ -15,17 +15,24 @@ def _base(arithmetic) -> str:
     return "e" if arithmetic.softmax_base == "e" else f"{arithmetic.base:g}"
 
 
-def _explain(cell) -> str:
+def sink_power_text(cell) -> tuple[str, float]:
+    """The head's sink's power for the cell's query, written (`3^1`, `e^(0.5 − 2)`), and its value."""
     from ..sinks import sink_power
-    f, s = cell.f, logit(cell)
-    scores = cell.rows(cell.step.inputs[0])[cell.i]
-    own, shift = sink_power(s, scores, cell.arithmetic)
+    f, s = cell.f, float(cell.scenario.sinks[cell.step.head])
+    row = cell.rows(cell.trace.step(cell.sid("exp")).inputs[0])[cell.i]
+    own, shift = sink_power(s, row, cell.arithmetic)
+    base = _base(cell.arithmetic)
+    return (f"{base}^({f(s)} − {f(shift)})" if cell.arithmetic.stable else f"{base}^{f(s)}"), own
+
+
+def _explain(cell) -> str:
+    f = cell.f
+    power, own = sink_power_text(cell)
+    s = logit(cell)
     total = cell.rows(cell.sid("sums"))[cell.i, 0]
-    power = f"{_base(cell.arithmetic)}^({f(s)} − {f(shift)})" if cell.arithmetic.stable else \
-        f"{_base(cell.arithmetic)}^{f(s)}"
     rest = 1 - cell.value
     return (f"= {power} ÷ {divisor(cell.f(total))} = {f(own)} ÷ {divisor(cell.f(total))} = {cell.fa(cell.value)}   "
-            f"(head {cell.step.head}'s sink logit is {f(s)}; the keys {cell.names()[0]} sees share the other {rest:.4g})")
+            f"(head {cell.step.head}'s sink logit is {f(s)}; the keys {cell.names()[0]} sees share the other {f(rest)})")
 
 
 register(Kind(

@@ -32,7 +32,7 @@ from .quizzing import QuizMixin
 from .running import RunMixin
 from .sheet import SheetMixin
 
-PANELS = 3               # at most this many source matrices beside the current one
+PANELS = 4               # at most this many source matrices beside the current one (latent scores read 4)
 
 
 class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen):

@@ -134,9 +134,11 @@ def measure_ahead(arrays, fractions: bool, tol: float = 1e-15) -> None:
 
 
 def _mostly_fractions(sample: np.ndarray, tol: float) -> bool:
-    """Whether a matrix is written in fractions: most of its non-whole values are small fractions.
-    Per matrix, not per cell: random float32 data lands near some p/q about once in a hundred, and
-    the search costs ~30 µs a cell, so noise is never searched cell by cell."""
+    """Whether a matrix is written in fractions: most of its non-whole values are small fractions
+    (denominators as typed, up to 1000; once it is, each cell is written as a fraction up to
+    tracer.numbers.RESULT_DENOMINATOR, by-hand's 6561/7381). Per matrix, not per cell: random
+    float32 data lands near some p/q about once in a hundred, and the search costs ~30 µs a cell,
+    so noise is never searched cell by cell."""
     parts = [float(v) for v in sample if v != round(v)]
     hits = sum(as_fraction(v, tol) is not None for v in parts)
     return bool(parts) and hits >= len(parts) / 2

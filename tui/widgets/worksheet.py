@@ -10,7 +10,9 @@ from textual.geometry import Region
 from textual.message import Message
 from textual.widgets import Static
 
-from ..session import axis_labels, head_steps, weight_of
+from tracer.given import factor
+
+from ..session import axis_labels, head_steps, step_labels
 from .matrix import MatrixView
 
 MAX_WIDTH, MAX_HEIGHT = 60, 24   # a panel's largest size on the sheet; larger matrices scroll inside
@@ -19,24 +21,26 @@ MAX_WIDTH, MAX_HEIGHT = 60, 24   # a panel's largest size on the sheet; larger m
 @dataclass
 class Sheet:
     """What the sheet shows of a trace: one entry per panel, in the order a student writes them."""
-    projections: list[tuple[str, str]]   # (weight name, step id): W_Q makes h0.q
+    projections: list[str]               # the steps a given weight makes: W_Q makes h0.q, W_DKV c_kv
     attention: list[list[str]]           # per-head steps after the projections; a column of ids stacks
     layer: list[str]                     # layer-wide steps after the heads (concat, out, …)
 
 
 def plan(trace, head: int) -> Sheet:
-    steps = [s for s in head_steps(trace, head) if s.inputs]
-    projections = [(weight_of(trace, s), s.id) for s in steps if s.head is not None and weight_of(trace, s)]
-    used = {sid for _, sid in projections}
+    steps = [s for s in head_steps(trace, head) if s.id != "x"]   # X has its own place
+    projections = [s.id for s in steps if s.kind != "out" and factor(trace, s) is not None]
+    used = set(projections)
+    read = {i for s in steps if s.head is not None or s.group is not None for i in s.inputs}
     attention: list[list[str]] = []
-    for s in steps:
-        if s.id in used or s.head is None:
+    for s in steps:   # the head's own steps, its group's keys, and what they read (θ, the context)
+        if s.id in used or (s.head is None and s.group is None and s.id not in read):
             continue
         if s.kind == "sums" and trace.columns and attention:  # column sums go under the powers
             attention[-1].append(s.id)
         else:
             attention.append([s.id])
-    return Sheet(projections, attention, [s.id for s in steps if s.head is None])
+    drawn = used | {sid for group in attention for sid in group}
+    return Sheet(projections, attention, [s.id for s in steps if s.id not in drawn])
 
 
 def panel_id(step_id: str) -> str:
@@ -72,8 +76,8 @@ class Worksheet(ScrollableContainer):
         self.remove_children()
         self.views = {}
         sheet = plan(trace, head)
-        weights = [self._weight(trace, name, head) for name, _ in sheet.projections]
-        results = [self._view(sid) for _, sid in sheet.projections]
+        weights = [self._weight(trace, trace.step(sid)) for sid in sheet.projections]
+        results = [self._view(sid) for sid in sheet.projections]
         x = self._view("x")
         attention = [[self._view(sid) for sid in group] for group in sheet.attention]
         layer = [self._view(sid) for sid in sheet.layer] if not trace.lazy else []  # a lazy trace: every head
@@ -100,12 +104,11 @@ class Worksheet(ScrollableContainer):
         self.views[step_id] = view
         return view
 
-    def _weight(self, trace, name: str, head: int) -> MatrixView:
-        w = trace.weight(name, head)
+    def _weight(self, trace, step) -> MatrixView:
+        name, w = factor(trace, step)
         view = MatrixView(classes="ws-weight")
         axes = ("out", "in") if trace.columns else ("in", "out")
-        view.show(w, axis_labels(trace, axes[0], w.shape[0]), axis_labels(trace, axes[1], w.shape[1]),
-                  title=trace.weight_name(name, head))
+        view.show(w, axis_labels(trace, axes[0], w.shape[0]), axis_labels(trace, axes[1], w.shape[1]), title=name)
         _fit(view)
         return view
 
@@ -114,8 +117,7 @@ class Worksheet(ScrollableContainer):
         for sid, view in self.views.items():
             step = trace.step(sid)
             hidden, hide_text = masks.get(sid, (None, "?"))
-            view.show(trace[sid], axis_labels(trace, step.axes[0], step.shape[0]),
-                      axis_labels(trace, step.axes[1], step.shape[1]), title=sid, fractions=fractions, tol=tol,
+            view.show(trace[sid], *step_labels(trace, step), title=sid, fractions=fractions, tol=tol,
                       cursor=cell if sid == current else None, hidden=hidden, hide_text=hide_text)
             _fit(view)
         view = self.views.get(current)
