@@ -89,3 +89,16 @@ def test_beyond_float64_is_out_of_range(text):
     from tracer.answers import NotAnAnswer, parse
     with pytest.raises(NotAnAnswer, match="out of range"):
         parse(text)
+
+
+def test_a_small_value_is_a_fraction_only_to_its_own_relative_precision():
+    """1.8816728823994597e-06 lies 3e-11 (relative) from 1/531442: a by-hand value whose true
+    denominator is beyond the limit, not that fraction; within float64's 1e-15 absolute it read as
+    one. The fraction itself, and a true by-hand fraction of a larger value, still read as such."""
+    from fractions import Fraction
+
+    from tracer.numbers import RESULT_DENOMINATOR, as_fraction
+    assert as_fraction(1.8816728823994597e-06, limit=RESULT_DENOMINATOR) is None
+    assert as_fraction(1 / 531442, limit=RESULT_DENOMINATOR) == Fraction(1, 531442)
+    assert as_fraction(6561 / 7381, limit=RESULT_DENOMINATOR) == Fraction(6561, 7381)
+    assert as_fraction(0.0) == 0 and as_fraction(4.2e-18) is None

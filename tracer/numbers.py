@@ -61,7 +61,7 @@ def as_fraction(value: float, tol: float = 1e-15, limit: int = MAX_DENOMINATOR) 
     f = Fraction(value).limit_denominator(limit if tol <= 1e-12 else 100)
     if f == 0 and value != 0:   # 4.2e−18 is not 0/1: an underflow or a rounding is shown as it is
         return None
-    return f if abs(float(f) - value) <= tol * max(1.0, abs(value)) else None
+    return f if abs(float(f) - value) <= tol * abs(value) else None   # relative: 1.9e-6 is not 1/531442
 
 
 def decimal(value: float, digits: int = DIGITS) -> str:

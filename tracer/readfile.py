@@ -11,6 +11,8 @@ from pathlib import Path
 
 from .errors import ScenarioError
 
+CONFIG_BYTES = 2**20   # a checkpoint's config.json is kilobytes
+
 
 def why(err: Exception) -> str:
     return getattr(err, "strerror", None) or str(err) or type(err).__name__
@@ -55,6 +57,11 @@ def read_json(path: Path, limit: int, field: str, expected: str, where: str | No
     """The JSON document in regular file `path` (at most `limit` bytes, UTF-8)."""
     where = str(path) if where is None else where
     return parse_json(read_bounded(path, limit, field, expected, where), field, expected, where, what)
+
+
+def checkpoint_json(path: Path, limit: int, expected: str):
+    """A JSON file of a checkpoint (config.json, the shards' index), named by itself in its folder."""
+    return read_json(path, limit, path.name, expected, str(path.parent))
 
 
 def parse_json(raw: bytes | str, field: str, expected: str, where: str | None = None, what: str = "JSON"):

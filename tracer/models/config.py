@@ -11,13 +11,12 @@ from pathlib import Path
 from ..checks import kind
 from ..errors import ScenarioError
 from ..masks import MAX_WINDOW
-from .. import readfile
+from ..readfile import CONFIG_BYTES, checkpoint_json
 from .experts import read_moe
 from .families import ACTIVATIONS, FAMILIES, SWITCHES, Family
 from .latent import expert_sizes, latent_sizes
 from .rotary import LAYER_TYPES, label, rope_spec
 
-CONFIG_BYTES = 2**20            # a config is kilobytes
 UNBOUNDED = 2**31 - 1           # ALiBi's families name no longest text
 
 
@@ -62,11 +61,6 @@ class Config:
     moe: dict | None = None           # the experts' sizes and switches (experts.read_moe), if any
 
 
-def read_json(path: Path, limit: int, expected: str):
-    """A JSON document of a checkpoint (readfile.read_json), named by its file in its folder."""
-    return readfile.read_json(path, limit, path.name, expected, str(path.parent))
-
-
 def read_config(folder: Path) -> Config:
     """The Config of the checkpoint in `folder`; an unsupported family or key is refused by name.
     Its tensors' names bound the layer count (see parse)."""
@@ -78,7 +72,7 @@ def read_config(folder: Path) -> Config:
 def config_json(folder: Path) -> dict:
     """config.json's object, read first of a checkpoint's files (a folder that is no checkpoint is
     named by it)."""
-    data = read_json(folder / "config.json", CONFIG_BYTES, "a JSON config (a checkpoint folder has config.json, "
+    data = checkpoint_json(folder / "config.json", CONFIG_BYTES, "a JSON config (a checkpoint folder has config.json, "
                      "model.safetensors and tokenizer.json)")
     if not isinstance(data, dict):
         raise ScenarioError("config.json", f"expected a JSON object, got {kind(data)}", str(folder))

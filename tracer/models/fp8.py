@@ -11,6 +11,7 @@ import numpy as np
 
 from ..checks import kind
 from ..errors import ScenarioError
+from ..readfile import CONFIG_BYTES, checkpoint_json
 
 DTYPE = "F8_E4M3"
 SCALE = "_scale_inv"      # `….weight` → `….weight_scale_inv`
@@ -44,8 +45,7 @@ def block(tensors) -> tuple[int, int]:
 
 
 def _block(folder) -> tuple[int, int]:
-    from .config import CONFIG_BYTES, read_json
-    data = read_json(folder / "config.json", CONFIG_BYTES, "a JSON config") if hasattr(folder, "joinpath") else {}
+    data = checkpoint_json(folder / "config.json", CONFIG_BYTES, "a JSON config") if hasattr(folder, "joinpath") else {}
     q = data.get("quantization_config") if isinstance(data, dict) else None
     if q is None:
         return 128, 128

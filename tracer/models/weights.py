@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import memory
 from ..errors import ScenarioError
-from ..readfile import regular
+from ..readfile import checkpoint_json, regular
 from . import fp8
 from .packages import require
 
@@ -204,8 +204,7 @@ def _widen_bf16(words: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
 
 
 def _weight_map(index: Path) -> dict:
-    from .config import read_json
-    data = read_json(index, INDEX_BYTES, "a JSON object with a weight_map of tensor name to shard file")
+    data = checkpoint_json(index, INDEX_BYTES, "a JSON object with a weight_map of tensor name to shard file")
     try:
         mapping = data["weight_map"]
         if not isinstance(mapping, dict) or not all(isinstance(v, str) and "/" not in v for v in mapping.values()):
