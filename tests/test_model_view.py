@@ -260,3 +260,14 @@ def test_the_figure_of_the_whole_model(tmp_path, capsys):
     capsys.readouterr()
     assert main(["export", "--model", "induction", "--figure", "model", "--layer", "1", "-o", str(svg)]) == 2
     assert "--layer: expected none with --figure model" in capsys.readouterr().err
+
+
+def test_singular_values_of_dependent_columns_against_numpy():
+    """A head whose W_K repeats a column (its Gram matrix singular) and one of zeros: still NumPy's values."""
+    from tracer.model_view.circuits import top_singular
+    rng = np.random.default_rng(2)
+    a, b = rng.normal(size=(3, 20, 6)), rng.normal(size=(3, 20, 6))
+    b[1][:, 5] = b[1][:, 0]
+    b[2] = 0.0
+    want = [np.linalg.svd(a[h] @ b[h].T, compute_uv=False)[:3] for h in range(3)]
+    np.testing.assert_allclose(top_singular(a, b), want, rtol=1e-10, atol=1e-12)

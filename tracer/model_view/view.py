@@ -70,6 +70,7 @@ class ModelView:
             row = LayerRow(len(self.layers), kind.label, kind.heads, kind.kv_heads, kind.memory, kind.kv_cache,
                            small, seen.signed, scores, seen.qk, seen.ov)
             self.layers.append(row)
+            del seen   # only its tiles, scores and circuits stay: not the heads × n × n matrices
             yield row
         self.source = None
 

@@ -85,3 +85,4 @@ def layers(tensors, cfg: Config, ids: list[int]) -> Iterator[tuple[object, objec
                 raise ScenarioError(f"block {i}", "leaves float64's range (the residual stream after it holds inf "
                                     "or NaN); expected weights whose outputs stay finite", str(tensors.folder))
             yield kind, seen
+            del seen   # the matrices are the caller's now: not held through the next block
