@@ -26,6 +26,8 @@ async def test_the_model_view_sorts_and_opens_a_head_of_another_layer():
         assert "layer 0 · full · 4/4 heads · keeps 128 numbers a token (KV cache)" in text
         assert "cache at 17 tokens (float32): 17 KiB" in text and "layer 1 · full" in text
         assert (view.focused.layer_index, view.focused.head) == (1, 0)
+        row = view.view.layers[1]   # the head under the cursor: its four scores, as `attnsim model` gives them
+        assert f"layer 1 head 0: previous {row.scores['previous'][0]:.3f} · first {row.scores['first'][0]:.3f}" in text
         for _ in range(4):   # by number → previous → first → duplicate → induction
             await pilot.press("s")
         assert "sorted by induction: best L1 h3" in screen_text(app)

@@ -50,7 +50,7 @@ class ModelScreen(Screen[tuple | None]):
         super().__init__()
         self.session, self.trace, self.model = session, trace, trace.scenario.model
         self.start = (self.model["layer"], head)
-        self.view, self.sort = None, 0
+        self.view, self.sort, self.note = None, 0, ""
         self.at: tuple[int, int] | None = None     # the cursor: (layer, tile position)
         self.tiles: dict[int, list[HeadTile]] = {}
 
@@ -85,7 +85,7 @@ class ModelScreen(Screen[tuple | None]):
             return
         _views.clear()
         _views[key] = view
-        self.app.call_from_thread(self._title)
+        self.app.call_from_thread(self._title, "")
 
     def _add(self, row) -> None:
         """A layer's line and the grid of its heads' tiles."""
@@ -110,8 +110,10 @@ class ModelScreen(Screen[tuple | None]):
             said = role or max(ROLES, key=lambda r: row.scores[r][h])
             tile.show(h, row.tiles[h], row.signed, SHORT[said] + _score(row.scores[said][h]))
 
-    def _title(self, note: str = "") -> None:
-        """What the model keeps, the sort and its best heads, and `note` (what is happening) or the keys."""
+    def _title(self, note: str | None = None) -> None:
+        """What the model keeps, the sort and its best heads, then what is happening (`note`, kept
+        until another replaces it; "" clears it) or the scores of the head under the cursor."""
+        self.note = self.note if note is None else note
         width, v = max(20, self.size.width - 2), self.view
         lines = [f"{self.trace.scenario.name} │ model view: {self.model['layers']} layers × heads"]
         if v is not None and v.layers and len(v.layers) == v.layer_count:
@@ -120,9 +122,21 @@ class ModelScreen(Screen[tuple | None]):
                      f"{compact(v.mha_cache_bytes)}"]
             role = SORTS[self.sort]
             lines.append(f"sorted by {role}: best " + ", ".join(f"L{l} h{h} {s:.2f}" for l, h, s in v.best(role, 4))
-                         if role else "heads in order (s: sort by previous, first, duplicate, induction)")
-        lines.append(note or "enter: open the head · arrows: pick · s: sort · esc: back")
+                         if role else "heads in order · s: sort by a role score · enter: open the head")
+        lines.append(self.note or self._head_line() or "arrows: pick a head · enter: open it · esc: back")
         self.query_one("#model-title", Static).update("\n".join(clip(line, width) for line in lines))
+
+    def _head_line(self) -> str:
+        """`layer 1 head 3: previous 0.057 · first 0.626 · … · qk σ 2.51 2.2 2.05 · ov σ …`."""
+        row = None if self.at is None or self.view is None else \
+            next((r for r in self.view.layers if r.layer == self.at[0]), None)
+        if row is None:
+            return ""
+        h = self._head()
+        said = " · ".join(f"{r} {row.scores[r][h]:.3f}" for r in ROLES)
+        said += "".join(f" · {name} σ {' '.join(f'{x:.3g}' for x in m[h])}"
+                        for name, m in (("qk", row.qk), ("ov", row.ov)) if m is not None)
+        return f"layer {row.layer} head {h}: {said}"
 
     def columns(self) -> int:
         return max(1, (self.size.width - 2) // TILE)
@@ -142,13 +156,14 @@ class ModelScreen(Screen[tuple | None]):
         if head is not None:   # the same head keeps the cursor, wherever the sort put it
             layer = self.at[0]
             self._go(layer, next(k for k, t in enumerate(self.tiles[layer]) if t.head == head))
-        self._title()
+        self._title("")
 
     def _go(self, layer: int, k: int) -> None:
         """The cursor to tile k of the layer (kept here, not read back from the focus, which moves
         a frame later: keys typed fast each move on from where the last one left it)."""
         self.at = (layer, k)
         self.tiles[layer][k].focus()
+        self._title()
 
     def _head(self) -> int | None:
         return None if self.at is None else self.tiles[self.at[0]][self.at[1]].head
@@ -157,6 +172,7 @@ class ModelScreen(Screen[tuple | None]):
         tile = event.widget
         if isinstance(tile, HeadTile) and tile in self.tiles.get(tile.layer_index, []):
             self.at = (tile.layer_index, self.tiles[tile.layer_index].index(tile))
+            self._title()
 
     def action_move(self, delta: int) -> None:
         if self.at is not None and 0 <= self.at[1] + delta < len(self.tiles[self.at[0]]):
