@@ -271,3 +271,20 @@ def test_singular_values_of_dependent_columns_against_numpy():
     b[2] = 0.0
     want = [np.linalg.svd(a[h] @ b[h].T, compute_uv=False)[:3] for h in range(3)]
     np.testing.assert_allclose(top_singular(a, b), want, rtol=1e-10, atol=1e-12)
+
+
+def test_a_broken_last_block_is_refused_before_anything_is_printed(checkpoint, tmp_path, capsys):
+    import shutil
+    import tiny_checkpoints as tc
+    from safetensors.numpy import save_file
+    folder, _ = checkpoint("llama")
+    broken = tmp_path / "broken"
+    shutil.copytree(folder, broken)
+    w = load_file(broken / "model.safetensors")
+    w["model.layers.2.mlp.down_proj.weight"] = w["model.layers.2.mlp.down_proj.weight"][:, :-1].copy()
+    save_file(w, str(broken / "model.safetensors"), metadata={"format": "pt"})
+    capsys.readouterr()
+    assert main(["model", str(broken), "--text", tc.TEXT]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert captured.out == "" and len(err) == 1 and "model.layers.2.mlp.down_proj.weight" in err[0], captured

@@ -121,7 +121,7 @@ def open_view(model, text=None, *, context: int | None = None, base=None) -> Mod
     from ..models.config import read_config
     from ..models.tokens import encode
     from ..models.weights import Tensors
-    from .walk import itemsize, resolve
+    from .walk import check, itemsize, resolve
     folder, text, name = resolve(model, text, base)
     if text is None:
         raise ScenarioError("model.text", "missing; expected the text for the model to read")
@@ -130,6 +130,7 @@ def open_view(model, text=None, *, context: int | None = None, base=None) -> Mod
     cfg = read_config(folder)
     ids, pieces = encode(folder, text, cfg.positions)
     tensors = Tensors(folder)
+    check(tensors, cfg, len(ids))
     dtype, size = itemsize(folder, tensors, cfg)
     return ModelView(name or os.fspath(folder), cfg.model_type, cfg.layers, pieces, ids,
                      context or len(ids), dtype, size, [], (tensors, cfg))

@@ -12,7 +12,8 @@ import numpy as np
 from .. import memory
 from ..errors import ScenarioError
 from ..models import deepseek
-from ..models.blocks import check_all, embed, embed_norm, prefix
+from ..models import blocks
+from ..models.blocks import check_shapes, embed, embed_norm, prefix
 from ..models.config import CONFIG_BYTES, Config, read_json
 from ..models.forward import norm
 from ..models.hub import find_checkpoint
@@ -67,14 +68,20 @@ def itemsize(folder: Path, tensors, cfg: Config) -> tuple[str, int]:
     return saved, BYTES.get(saved, 4)
 
 
-def layers(tensors, cfg: Config, ids: list[int]) -> Iterator[tuple[object, object]]:
-    """(kind, what it saw) for each layer in turn: every tensor checked against config.json first,
-    then the embeddings through the blocks, one block held at a time."""
-    (deepseek.check_all if cfg.family.latent else check_all)(tensors, cfg, cfg.layers - 1)
-    n = len(ids)
+def check(tensors, cfg: Config, n: int) -> None:
+    """Before any block runs (and before anything is printed): every tensor's shape and dtype
+    against config.json, and the working memory of n tokens against what this process has left."""
+    pre, shapes = prefix(tensors, cfg), deepseek.shapes if cfg.family.latent else blocks.shapes
+    for i in range(cfg.layers):   # every block whole, the last one's MLP too
+        check_shapes(tensors, cfg, shapes(cfg, pre, i, True))
     need = 8 * (3 * cfg.heads * n * n + n * (4 * cfg.d_model + 3 * cfg.inner))   # as the traced layer's stream
     if not memory.fits(need):
         raise ScenarioError("model.text", f"gives {n} tokens; running the blocks on them {memory.shortfall(need)}")
+
+
+def layers(tensors, cfg: Config, ids: list[int]) -> Iterator[tuple[object, object]]:
+    """(kind, what it saw) for each layer in turn (`check` passed first): the embeddings through the
+    blocks, one block held at a time."""
     x = norm(embed(tensors, cfg, ids), embed_norm(tensors, cfg))
     with tensors.reusing():   # block after block into the same buffers: peak memory is one block's
         for i in range(cfg.layers):
