@@ -46,19 +46,16 @@ class Session:
         model = trace.scenario.model
         if not model:
             return [("this layer", trace)], 0
+
+        def build(layer: int):
+            sc = tracer.from_model(model["path"], model["text"], layer, heads=model["heads"])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", tracer.AttentionWarning)
+                return tracer.run(sc, self.preset, **self.overrides)
         kinds = model.get("kinds") or [""] * model["layers"]
         return ([(f"layer {n} of {model['layers']}" + (f": {kinds[n]}" if kinds[n] else ""),
-                  trace if n == model["layer"] else (lambda n=n: self.model_layer(n, model["heads"])))
-                 for n in range(model["layers"])], model["layer"])
-
-    def model_layer(self, layer: int, heads=None) -> tracer.Trace:
-        """Layer `layer` of the checkpoint this session's scenario comes from, on the same text,
-        traced under the same arithmetic (`heads`: only those)."""
-        model = self.scenario.model
-        sc = tracer.from_model(model["path"], model["text"], layer, heads=heads)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", tracer.AttentionWarning)
-            return tracer.run(sc, self.preset, **self.overrides)
+                  trace if n == model["layer"] else (lambda n=n: build(n))) for n in range(model["layers"])],
+                model["layer"])
 
     def under(self, preset: str) -> "Session":
         """Another preset; per-key arithmetic overrides are dropped, the view (mask, layout) kept."""

@@ -93,3 +93,22 @@ def test_a_teacher_finds_the_induction_head_in_a_real_terminal():
         term.send("Left", "Left", "Left", "Enter")
         term.wait_for("h3.weights")
         term.send("C-q")
+
+
+@pilot_test
+async def test_a_scenario_of_a_few_heads_opens_the_model_head_it_keeps():
+    """induction's layer 1 with heads [1, 3] only (numbered 0 and 1 there): the model view shows
+    every head; Enter on head 3 opens the scenario's head 1, on head 0 says it is not kept."""
+    from tracer.scenario.files import scenarios_dir
+    text = "my cat saw a red bird near the old tree . my cat saw a red bird"
+    scenario = tracer.from_model(scenarios_dir() / "induction", text, 1, heads=[1, 3])
+    async with opened(scenario, size=(80, 24)) as (app, pilot):
+        await pilot.press("M")
+        await settle(pilot)
+        view = app.screen
+        assert [t.head for t in view.tiles[1]] == [0, 1, 2, 3]
+        await pilot.press("enter")          # the cursor starts on layer 1's head 0: not kept
+        assert "head 0 is not among this scenario's heads (1, 3)" in screen_text(app)
+        await pilot.press("right", "right", "right", "enter")
+        await settle(pilot)
+        assert app.screen.head == 1 and app.screen.step_id == "h1.weights"

@@ -131,6 +131,6 @@ def open_view(model, text=None, *, context: int | None = None, base=None) -> Mod
     ids, pieces = encode(folder, text, cfg.positions)
     tensors = Tensors(folder)
     check(tensors, cfg, len(ids))
-    dtype, size = itemsize(folder, tensors, cfg)
+    dtype, size = itemsize(tensors, cfg)
     return ModelView(name or os.fspath(folder), cfg.model_type, cfg.layers, pieces, ids,
                      context or len(ids), dtype, size, [], (tensors, cfg))

@@ -11,16 +11,15 @@ import numpy as np
 
 from .. import memory
 from ..errors import ScenarioError
-from ..models import deepseek
-from ..models import blocks
+from ..models import blocks, deepseek
 from ..models.blocks import check_shapes, embed, embed_norm, prefix
-from ..models.config import CONFIG_BYTES, Config, read_json
+from ..models.config import Config
 from ..models.forward import norm
 from ..models.hub import find_checkpoint
 from .kinds import kind_of
 
-BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "F64": 8, "F32": 4, "F16": 2, "BF16": 2,
-         "F8_E4M3": 1}
+BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1}
+DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "F8_E4M3": "float8_e4m3"}
 
 
 def resolve(spec, text, base: Path | None = None) -> tuple[Path, str | None, str]:
@@ -56,16 +55,11 @@ def _section(spec: str, text) -> tuple[Path, str | None, str]:
     return folder, section.get("text") if text is None else text, path.stem
 
 
-def itemsize(folder: Path, tensors, cfg: Config) -> tuple[str, int]:
-    """The checkpoint's dtype and its bytes a number, as a cache would hold them: config.json's
-    torch_dtype (or dtype), else the dtype its first block's first tensor is saved in."""
-    data = read_json(folder / "config.json", CONFIG_BYTES, "a JSON config")
-    named = data.get("torch_dtype", data.get("dtype")) if isinstance(data, dict) else None
-    if isinstance(named, str) and named.removeprefix("torch.") in BYTES:
-        return named.removeprefix("torch."), BYTES[named.removeprefix("torch.")]
-    first = prefix(tensors, cfg) + cfg.family.block(0)
-    saved = tensors.dtype(next(n for n in sorted(tensors.names) if n.startswith(first)))
-    return saved, BYTES.get(saved, 4)
+def itemsize(tensors, cfg: Config) -> tuple[str, int]:
+    """The checkpoint's dtype and its bytes a number, as a cache holds them: the dtype its token
+    embeddings are saved in (never quantized, unlike an FP8 or MXFP4 checkpoint's matrices)."""
+    saved = tensors.dtype(prefix(tensors, cfg) + cfg.family.embed + ".weight")
+    return DTYPES.get(saved, saved.lower()), BYTES.get(saved, 4)
 
 
 def check(tensors, cfg: Config, n: int) -> None:

@@ -85,9 +85,10 @@ class DialogsMixin:
     def action_model(self) -> None:
         if self.trace is None:
             return
-        if not self.trace.scenario.model:
-            self.query_one(StatusBar).say("this scenario does not come from a checkpoint: there is no model to "
-                                          "show (open one with --model PATH --text T, or the induction built-in)",
+        model = self.trace.scenario.model
+        if not model or model.get("path") is None:   # a hand-written scenario, or a model in memory
+            self.query_one(StatusBar).say("this scenario does not come from a checkpoint folder: there is no model "
+                                          "to show (open one with --model PATH --text T, or the induction built-in)",
                                           "warning")
             return
         from .model import ModelScreen

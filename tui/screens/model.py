@@ -195,16 +195,23 @@ class ModelScreen(Screen[tuple | None]):
             self.post_message(HeadTile.Picked(self.at[0], self._head()))
 
     def on_head_tile_picked(self, message: HeadTile.Picked) -> None:
-        if message.layer == self.model["layer"] and self.model.get("heads") is None:
-            self.dismiss((message.head, self.trace))   # the layer already open
+        heads = self.model.get("heads")   # a scenario of a few heads numbers them from 0 again
+        if heads is not None and message.head not in heads:
+            self._title(f"head {message.head} is not among this scenario's heads ({', '.join(map(str, heads))})")
+            return
+        head = message.head if heads is None else heads.index(message.head)
+        if message.layer == self.model["layer"]:
+            self.dismiss((head, self.trace))   # the layer already open
             return
         self._title(f"opening layer {message.layer} at head {message.head}…")
-        self._open(message.layer, message.head)
+        self._open(message.layer, head)
 
     @work(thread=True, exclusive=True, group="open")
     def _open(self, layer: int, head: int) -> None:
+        """The layer built as the heads overview builds it (same text, heads and arithmetic)."""
         try:
-            trace = self.session.model_layer(layer)
+            built = self.session.layers(self.trace)[0][layer][1]
+            trace = built() if callable(built) else built
         except Exception as err:  # noqa: BLE001
             self.app.call_from_thread(self._title, f"cannot open layer {layer}: {one_line(err)}")
             return
