@@ -9,6 +9,7 @@ from .alibi import alibi_slopes
 from .arithmetic import PRESETS, Arithmetic, resolve
 from .errors import AttentionWarning, ScenarioError
 from .models import from_model, from_transformers
+from .model_view import model_view
 from .check import check   # the functions (their modules, imported first, are tracer/check.py, sdpa.py)
 from .sdpa import sdpa
 from .scenario import Scenario, builtin_names, from_arrays, list_builtins, load_scenario
@@ -26,4 +27,4 @@ def figure(trace, path, steps=None, kind: str = "heatmap", blank: bool = False, 
 
 __all__ = ["PRESETS", "Arithmetic", "AttentionWarning", "Scenario", "ScenarioError", "Step", "Trace",
            "alibi_slopes", "attention", "check", "builtin_names", "figure", "from_arrays", "from_model", "from_transformers", "list_builtins", "load_scenario",
-           "on_compile", "resolve", "run", "sdpa"]
+           "model_view", "on_compile", "resolve", "run", "sdpa"]

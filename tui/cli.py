@@ -1,5 +1,5 @@
-"""The `attnsim` command line (CONTRACT §1, §11, §14, §19): list, show, export, diff, validate, tui, serve,
-quiz, class, check.
+"""The `attnsim` command line (CONTRACT §1, §11, §14, §19, §20): list, show, export, diff, validate, tui, serve,
+quiz, class, check, model.
 (The benchmarks are not a verb: they live in the source checkout, `python -m bench`.)
 
 Bad input of any kind ends with exactly one `attnsim: error: …` line on stderr and exit code 2;
@@ -15,6 +15,7 @@ from tracer.errors import ScenarioError, one_line
 
 from .check_verb import check_parser, cmd_check
 from .class_verb import class_parser, cmd_class
+from .model_verb import cmd_model, export_model, model_parser
 
 PROG = "attnsim"
 
@@ -84,7 +85,8 @@ def parser() -> argparse.ArgumentParser:
                    help="the file to write; its extension names the format unless --format is given")
     e.add_argument("--format", choices=None, metavar="F", help="json, npz, csv, md, svg or png (default: from PATH)")
     e.add_argument("--step", action="append", metavar="ID", help=STEP_HELP)
-    e.add_argument("--figure", metavar="KIND", help="svg/png: heatmap (default), worksheet or lines")
+    e.add_argument("--figure", metavar="KIND", help="svg/png: heatmap (default), worksheet, lines, or model "
+                   "(every layer and head of --model)")
     e.add_argument("--blank", action="store_true", help="md or worksheet: leave computed cells empty")
     _run_options(e)
     _model_options(e)
@@ -109,6 +111,7 @@ def parser() -> argparse.ArgumentParser:
     _run_options(w)
     class_parser(sub, _Parser, SCENARIO_HELP)
     check_parser(sub, _run_options, SCENARIO_HELP)
+    model_parser(sub)
     v = sub.add_parser("validate", help="check scenario files")
     v.add_argument("files", nargs="+", metavar="FILE", help="scenario files (.toml) to check")
     return p
@@ -288,6 +291,8 @@ def cmd_show(args) -> int:
 
 
 def cmd_export(args) -> int:
+    if args.figure == "model":   # the whole model, not one layer's trace (tui/model_verb.py)
+        return export_model(args)
     from tracer.export import PICTURES, check_blank, format_for, write_export, written
     name = format_for(args.output, args.format)  # refuse a bad format before computing anything
     check_blank(name, args.blank, args.figure or "heatmap")
@@ -400,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
             args = parser().parse_args(["tui", *argv])
         verb = {"list": cmd_list, "show": cmd_show, "export": cmd_export, "diff": cmd_diff,
                 "validate": cmd_validate, "tui": cmd_tui, "quiz": cmd_quiz, "serve": cmd_serve,
-                "class": cmd_class, "check": cmd_check}[args.verb]
+                "class": cmd_class, "check": cmd_check, "model": cmd_model}[args.verb]
         if args.verb not in ("tui", "quiz"):  # the TUI shows the notice on its status line
             _compile_notice()
         from tracer.kernels import warm

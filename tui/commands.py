@@ -29,6 +29,7 @@ ACTIONS = [("open scenario…", "pick a built-in or type a .toml path", "open"),
            ("worksheet", "every matrix of this head on one sheet, filled as you step", "worksheet"),
            ("quiz", "hide the computed cells and type them in", "quiz"),
            ("heads overview", "every head's weights at a glance", "heads"),
+           ("model view", "every layer and head of the checkpoint: kinds, memory, role scores", "model"),
            ("arithmetic settings…", "each key of the arithmetic on its own", "settings"),
            ("export…", "write the trace as json, npz, csv, md (a worksheet), svg or png", "export"),
            ("help", "every key and what it does", "help")]

@@ -14,7 +14,7 @@ from ..writing import refuse_an_input, selected_steps
 from ..ids import step_id
 from .common import PICTURES
 
-KINDS = ("heatmap", "worksheet", "lines")
+KINDS = ("heatmap", "worksheet", "lines", "model")   # model: a whole model (figures/model.py), not a trace
 MOST_HEADS = {"heatmap": 4, "lines": 8}   # with no --step: the weights of at most this many heads
 
 
@@ -59,6 +59,9 @@ def builder(trace, chosen, kind: str, blank: bool):
         from . import heatmap
         chosen = chosen or default_weights(trace, MOST_HEADS[kind])
         return lambda Figure: heatmap.draw(trace, chosen, Figure)
+    if kind == "model":
+        raise ScenarioError("--figure", "model draws a whole model, not a trace; expected attnsim export --model PATH "
+                            "--text T --figure model, or tracer.model_view(...).save(path)")
     if kind == "worksheet":
         from . import worksheet
         head = next((s.head for s in chosen or [] if s.head is not None), 0)

@@ -158,11 +158,15 @@ def _moe(h: np.ndarray, tensors: Tensors, cfg: Config, m: str) -> np.ndarray:
     return out
 
 
-def run_block(x: np.ndarray, tensors: Tensors, cfg: Config, i: int) -> np.ndarray:
+def run_block(x: np.ndarray, tensors: Tensors, cfg: Config, i: int, seen: dict | None = None) -> np.ndarray:
     """The residual stream after block i: x + latent attention, then + the MLP (dense in the first
-    `first_k_dense_replace` blocks, experts after)."""
+    `first_k_dense_replace` blocks, experts after). A dict `seen` receives the attention's weights
+    (heads × n × n) and its matrices (read_attention's), for the model view."""
     w = read_attention(tensors, cfg, i)
-    x = x + latent_parts(norm(x, w["norm_in"]), w, cfg, i)["out"]
+    parts = latent_parts(norm(x, w["norm_in"]), w, cfg, i)
+    if seen is not None:
+        seen.update(weights=parts["weights"], attention=w)
+    x = x + parts["out"]
     p = prefix(tensors, cfg) + cfg.family.block(i)
     h = norm(x, _norm(tensors, cfg, p + "post_attention_layernorm"))
     if i < cfg.experts["dense"]:

@@ -55,12 +55,15 @@ def mask(n: int, window: int | None) -> np.ndarray:
     return hidden | (i - j >= window) if window is not None else hidden
 
 
-def attention(h: np.ndarray, blk: Block, cfg: Config, kind: Kind) -> np.ndarray:
-    """Multi-head attention of the normed stream h (n × d_model), through W_O and its bias."""
+def attention(h: np.ndarray, blk: Block, cfg: Config, kind: Kind, seen: dict | None = None) -> np.ndarray:
+    """Multi-head attention of the normed stream h (n × d_model), through W_O and its bias; the
+    weights (heads × n × n) are left in `seen["weights"]` when a dict is given (the model view)."""
     q, k, v = _heads(h, blk, cfg, kind)
     share = q.shape[0] // k.shape[0]                  # query head h reads group h // share
     with one_thread():   # many small products per head: one BLAS thread each beats two that wait
         w = weights(q, np.repeat(k, share, axis=0), cfg, kind, blk.sinks)
+        if seen is not None:
+            seen["weights"] = w
         z = (w @ np.repeat(v, share, axis=0)).transpose(1, 0, 2).reshape(h.shape[0], -1)   # heads side by side
     out = z @ blk.o
     return out if blk.bo is None else out + blk.bo
@@ -135,10 +138,10 @@ def moe(h: np.ndarray, blk: Block, cfg: Config) -> np.ndarray:
     return experts.mixture(h, chosen, shares, expert)
 
 
-def run_block(x: np.ndarray, blk: Block, cfg: Config, layer: int) -> np.ndarray:
+def run_block(x: np.ndarray, blk: Block, cfg: Config, layer: int, seen: dict | None = None) -> np.ndarray:
     """The residual stream after block `layer`: x + attention, then + MLP, each between the norms
-    its family puts around it; Falcon adds both to the same x (side by side)."""
-    a = norm(attention(norm(x, blk.norm_in), blk, cfg, cfg.kinds[layer]), blk.out_norm)
+    its family puts around it; Falcon adds both to the same x (side by side). `seen`: see attention."""
+    a = norm(attention(norm(x, blk.norm_in), blk, cfg, cfg.kinds[layer], seen), blk.out_norm)
     if cfg.family.parallel:
         return x + a + mlp(norm(x, blk.norm_mlp), blk, cfg.activation)
     x = x + a

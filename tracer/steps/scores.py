@@ -14,11 +14,8 @@ def standard(ctx) -> bool:
 def _scores_explain(cell) -> str:
     if len(cell.step.inputs) == 4:   # latent attention: two products, without and with positions
         return _latent_scores(cell)
-    q, k = cell.rows(cell.step.inputs[0])[cell.i], cell.rows(cell.step.inputs[1])[cell.j]
-    qname, kname = cell.names()
-    pair = (f"k({kname})·q({qname}) = {cell.dot(k, q)}" if cell.trace.columns
-            else f"q({qname})·k({kname}) = {cell.dot(q, k)}")
-    return f"= {pair} = {cell.f(cell.value)}"
+    from ..score_parts import explain   # its exact parts: one per feature, or per rotary pair
+    return explain(cell)
 
 
 _CACHED = {"ckv_cache": "c_kv", "kpe_cache": "k_pe"}   # a decoded token reads them from the cache

@@ -1,4 +1,4 @@
-"""The main screen's doors to the other screens (open, settings, export, diff, heads, help) and
+"""The main screen's doors to the other screens (open, settings, export, diff, heads, model, help) and
 what it does with their answers, and `g` (a picture); each screen is imported when opened and
 imports no other."""
 from __future__ import annotations
@@ -81,6 +81,18 @@ class DialogsMixin:
             return
         layers, at = self.session.layers(self.trace)
         self.app.push_screen(HeadsScreen(layers, self.head, at), self._back_from_heads)
+
+    def action_model(self) -> None:
+        if self.trace is None:
+            return
+        model = self.trace.scenario.model
+        if not model or model.get("path") is None:   # a hand-written scenario, or a model in memory
+            self.query_one(StatusBar).say("this scenario does not come from a checkpoint folder: there is no model "
+                                          "to show (open one with --model PATH --text T, or the induction built-in)",
+                                          "warning")
+            return
+        from .model import ModelScreen
+        self.app.push_screen(ModelScreen(self.session, self.trace, self.head), self._back_from_heads)
 
     def _back_from_heads(self, chosen) -> None:
         if chosen is not None and self.trace is not None:

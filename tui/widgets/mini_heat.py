@@ -12,17 +12,15 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import Static
 
+from tracer.model_view import tiles
+
 WIDTH, HEIGHT = 16, 16            # cells drawn at most: 16 × 8 characters
 LOW, HIGH = (38, 44, 58), (230, 135, 20)
 
 
 def shrink(a: np.ndarray, rows: int = HEIGHT, cols: int = WIDTH) -> np.ndarray:
     """Block maxima of a (finite values only), at most rows × cols."""
-    a = np.where(np.isfinite(a), a, 0.0).astype(np.float64)
-    r_edges = np.linspace(0, a.shape[0], min(rows, a.shape[0]) + 1).astype(int)
-    c_edges = np.linspace(0, a.shape[1], min(cols, a.shape[1]) + 1).astype(int)
-    out = np.maximum.reduceat(a, r_edges[:-1], axis=0)
-    return np.maximum.reduceat(out, c_edges[:-1], axis=1)
+    return tiles.shrink(a, rows, cols)
 
 
 def _colour(t: float) -> Color:
@@ -47,15 +45,20 @@ class MiniHeat(Static, can_focus=True):
         self.border_subtitle = f"↓ {axes[0]} · {axes[1]} →"
         small = shrink(weights)
         top = small.max() if small.size else 0.0
-        scaled = small / top if top > 0 else small
+        self.paint(small / top if top > 0 else small)
+
+    def paint(self, scaled: np.ndarray, colour=None) -> None:
+        """Values as half blocks, two rows a line, each cell coloured by colour(value) (default: the
+        dark-to-orange ramp of [0, 1])."""
+        colour = colour or _colour
         if scaled.shape[0] % 2:  # an odd last row pairs with the background
             scaled = np.vstack([scaled, np.full((1, scaled.shape[1]), np.nan)])
         text = Text()
         for r in range(0, scaled.shape[0], 2):
             for c in range(scaled.shape[1]):
                 lower = scaled[r + 1, c]
-                bg = None if math.isnan(lower) else _colour(lower)
-                text.append("▀", Style(color=_colour(scaled[r, c]), bgcolor=bg))
+                bg = None if math.isnan(lower) else colour(lower)
+                text.append("▀", Style(color=colour(scaled[r, c]), bgcolor=bg))
             text.append("\n" if r + 2 < scaled.shape[0] else "")
         self.update(text)
 
