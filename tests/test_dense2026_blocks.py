@@ -125,3 +125,43 @@ def test_llama4_rotary_layers_see_only_their_chunk(tiny):
         p, j = np.indices(w.shape[1:])
         hidden = (j > p) | ((j // 3 != p // 3) if chunked else False)
         assert np.all(w[:, hidden] == 0) and np.all(w[:, ~hidden] > 0)
+
+
+def _as_published(family: str, data: dict) -> dict:
+    """config.json as published checkpoints (and older transformers) spell it."""
+    data = dict(data)
+    if family == "gemma4_text":     # the global layers' sizes by name, not a per_layer_config
+        data.pop("per_layer_config")
+        data.update(global_head_dim=16, num_global_key_value_heads=1)
+    elif family == "minimax_m2":    # the legacy rotary_dim alone says how many features turn
+        data["rope_theta"] = data.pop("rope_parameters")["rope_theta"]
+    elif family == "olmo3":         # rope_theta and a rope_scaling that scales the global layers only
+        data.pop("rope_parameters")
+        data.update(rope_theta=1e4, rope_scaling=dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=8))
+    elif family == "gemma3n_text":  # the sliding layers' base under its own key
+        data.pop("rope_parameters")
+        data.update(rope_theta=5e4, rope_local_base_freq=100.0)
+    elif family == "llama4_text":   # Llama 4 Scout's spelling of its llama3 scaling
+        data.pop("rope_parameters")
+        data.update(rope_theta=1e4, rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
+                                                      high_freq_factor=4.0, original_max_position_embeddings=8))
+    return data
+
+
+@pytest.mark.parametrize("family", ["gemma4_text", "minimax_m2", "olmo3", "gemma3n_text", "llama4_text"])
+def test_configs_as_published_read_as_transformers_reads_them(tiny, tmp_path, family):
+    """The same weights under config.json rewritten the published way, loaded by transformers from
+    the folder and by the NumPy forward from the same folder."""
+    import json
+    import shutil
+    import transformers
+    folder, data, ids, _ = tiny(family)
+    shutil.copytree(folder, tmp_path / family)
+    data = _as_published(family, data)
+    (tmp_path / family / "config.json").write_text(json.dumps(data))
+    model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / family, attn_implementation="eager",
+                                                              experts_implementation="eager").double()
+    ref = td.attention_record(model, ids)
+    for i, (g, r) in enumerate(zip(mine(tmp_path / family, data, ids), ref)):
+        np.testing.assert_allclose(g.weights, r["weights"], atol=TOL, err_msg=f"layer {i}")
+        assert off_by(g.out, r["out"]) < TOL

@@ -36,9 +36,8 @@ def read(data: dict) -> dict:
     shared = data.get("num_kv_shared_layers", 0)
     ropes = {}
     for t in sorted(set(types)):
-        params = rope_params(data, t) or _gemma4_rope(t)
-        if three_n and "rope_parameters" not in data and t == "sliding_attention":   # an older config:
-            params = {"rope_theta": data.get("rope_local_base_freq", 1e4)}          # the local base's key
+        local = data.get("rope_local_base_freq", 1e4) if three_n else None    # an older 3n config's key
+        params = rope_params(data, t, local) or _gemma4_rope(t)
         dim = head_dim[types.index(t)]
         ropes[t] = rotary(params, dim, 1e4 if t == "sliding_attention" else 1e6)
     return dict(model_type=data["model_type"], three_n=three_n, layers=layers, eps=eps, d_model=data["hidden_size"],

@@ -27,7 +27,8 @@ def read(data: dict) -> dict:
                                             **(data.get("rope_parameters") or {})}}
     types = layer_types(data, layers, lambda i: "sliding_attention" if kind == "olmo3" and (i + 1) % 4 else
                         "full_attention")
-    ropes = {t: rotary(rope_params(data, t), head_dim, THETA[kind]) for t in set(types)}
+    sliding = THETA[kind] if kind == "olmo3" else None
+    ropes = {t: rotary(rope_params(data, t, sliding), head_dim, THETA[kind]) for t in set(types)}
     first_dense = {"glm4_moe": data.get("first_k_dense_replace", 1), "minimax_m2": 0}.get(kind, layers)
     routing = dict(scoring="sigmoid", top_k=data.get("num_experts_per_tok", 8), n_group=data.get("n_group"),
                    topk_group=data.get("topk_group"), norm_topk_prob=data.get("norm_topk_prob", True),

@@ -24,13 +24,18 @@ def text_config(data: dict) -> dict:
     return data
 
 
-def rope_params(data: dict, layer_type: str | None = None) -> dict:
+def rope_params(data: dict, layer_type: str | None = None, sliding_theta=None) -> dict:
     """The rotary parameters for layers of `layer_type`: `rope_parameters` (one set per type in
-    Gemma's and OLMo 3's configs), else an older config's `rope_theta` and `rope_scaling`."""
+    Gemma's and OLMo 3's configs), else an older config's `rope_theta` and `rope_scaling`, which
+    (as transformers reads them) scale the global layers only: sliding layers then turn unscaled
+    with base `sliding_theta` (Gemma 3n's `rope_local_base_freq`; for OLMo 3 its default 500000,
+    whatever rope_theta says, because transformers hands rope_theta to the global layers alone)."""
     params = data.get("rope_parameters") or {}
     if layer_type is not None and layer_type in params:
         params = params[layer_type] or {}
-    if not params:
+    if not params and layer_type == "sliding_attention" and sliding_theta is not None:
+        params = {"rope_theta": sliding_theta}
+    elif not params:
         params = {"rope_theta": data.get("rope_theta"), **(data.get("rope_scaling") or {})}
     params = {k: v for k, v in params.items() if v is not None}
     if "rotary_dim" in data and "partial_rotary_factor" not in params:   # MiniMax-M2 as published
