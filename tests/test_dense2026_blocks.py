@@ -101,8 +101,8 @@ def test_each_mechanism_moves_the_weights(tiny, family, changes, layers):
     if changes == "no_temperature":
         changes = dict(rope_parameters={**params, "llama_4_scaling_beta": 0.0})
     elif changes == "default_rope":
-        changes = dict(rope_parameters={**params, "full_attention": {"rope_type": "default",
-                                                                     "rope_theta": params["full_attention"]["rope_theta"]}})
+        glob = {"rope_type": "default", "rope_theta": params["full_attention"]["rope_theta"]}
+        changes = dict(rope_parameters={**params, "full_attention": glob})
     got = mine(folder, data, ids, **changes)
     for i in layers:
         assert np.max(np.abs(got[i].weights - ref[i]["weights"])) > MOVED, f"layer {i}"

@@ -181,11 +181,10 @@ def test_proportional_rotary_frequencies_are_transformers():
     """Gemma 4's global layers: ⌊f·d/2⌋ pairs turn with θ_i = base^(−2i/d) over the whole head, the
     rest stand still (θ = 0)."""
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
-    cfg = transformers.Gemma4TextConfig(head_dim=8, global_head_dim=32, num_hidden_layers=2,
-                                        layer_types=["sliding_attention", "full_attention"],
-                                        rope_parameters={"sliding_attention": dict(rope_type="default", rope_theta=1e4),
-                                                         "full_attention": dict(rope_type="proportional", rope_theta=1e6,
-                                                                                partial_rotary_factor=0.25, factor=2.0)})
+    ropes = {"sliding_attention": dict(rope_type="default", rope_theta=1e4),
+             "full_attention": dict(rope_type="proportional", factor=2.0, rope_theta=1e6, partial_rotary_factor=0.25)}
+    cfg = transformers.Gemma4TextConfig(head_dim=8, global_head_dim=32, num_hidden_layers=2, rope_parameters=ropes,
+                                        layer_types=["sliding_attention", "full_attention"])
     theirs, _ = ROPE_INIT_FUNCTIONS["proportional"](cfg, None, layer_type="full_attention")
     ours, factor = rotary(cfg.rope_parameters["full_attention"], 32, 1e6)
     np.testing.assert_allclose(ours, theirs.double().numpy(), rtol=1e-6)

@@ -4,7 +4,8 @@ global layers with their own head size, keys and values shared across layers, PL
 layer scalars; Gemma 3n's AltUp streams, LAuReL and activation sparsity; Llama 4's chunks of 3,
 NoPE layers warmed every 2 tokens and experts; GLM-4.5's biases, QK-norm, partial rotary and grouped
 routing; OLMo 3's sliding layers with yarn on the global ones; nanochat; MiniMax-M2's rotary_dim
-and experts; Mistral 4's latent attention with yarn and its query temperature. Weights scaled up,
+and experts; Mistral 4's latent attention with yarn and its query temperature, alone and inside
+Mistral Small 4's multimodal wrapper (`mistral3`); Gemma 4's and Llama 4's wrappers. Weights scaled up,
 gains, biases, layer scalars and correction biases randomised (a loader that dropped one would
 fail). `attention_record` is transformers' own eager forward caught by hooks."""
 from __future__ import annotations
@@ -63,6 +64,8 @@ CONFIGS = {
                                                        mscale_all_dim=1.0, original_max_position_embeddings=4,
                                                        llama_4_scaling_beta=0.5, beta_fast=32.0, beta_slow=1.0))),
 }
+CONFIGS["mistral3"] = CONFIGS["mistral4"]   # Mistral Small 4's form: mistral4 inside a mistral3 wrapper
+CONFIGS["llama4"] = CONFIGS["llama4_text"]   # Llama 4's multimodal checkpoint around its text model
 
 
 def config(family: str):
@@ -70,6 +73,18 @@ def config(family: str):
     text = getattr(transformers, name + "Config")(**{**SIZES, **switches})
     if family == "gemma4":
         return transformers.Gemma4Config(text_config=text.to_dict(), vision_config=None, audio_config=None)
+    if family == "mistral3":
+        vision = transformers.PixtralVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                                  num_attention_heads=2, head_dim=8, image_size=32, patch_size=16)
+        return transformers.Mistral3Config(text_config=text.to_dict(), vision_config=vision.to_dict(),
+                                           image_token_index=SIZES["vocab_size"] - 1)
+    if family == "llama4":
+        vision = transformers.Llama4VisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                                 num_attention_heads=2, image_size=32, patch_size=16,
+                                                 vision_output_dim=16, projector_input_dim=16, projector_output_dim=32,
+                                                 pixel_shuffle_ratio=0.5)
+        return transformers.Llama4Config(text_config=text.to_dict(), vision_config=vision.to_dict(),
+                                         image_token_index=SIZES["vocab_size"] - 1)
     return text
 
 
@@ -77,8 +92,9 @@ def _model(family: str, cfg):
     kwargs = dict(attn_implementation="eager", experts_implementation="eager")
     if family == "mistral4":      # no auto mapping to its causal LM: the class itself
         return transformers.Mistral4ForCausalLM._from_config(cfg, **kwargs)
-    if family == "gemma4":
-        return transformers.Gemma4ForConditionalGeneration._from_config(cfg, **kwargs)
+    if family in ("gemma4", "mistral3", "llama4"):
+        wrapper = {"gemma4": "Gemma4", "mistral3": "Mistral3", "llama4": "Llama4"}[family] + "ForConditionalGeneration"
+        return getattr(transformers, wrapper)._from_config(cfg, **kwargs)
     return transformers.AutoModelForCausalLM.from_config(cfg, **kwargs)
 
 
@@ -124,8 +140,9 @@ def ids_of(folder: Path, text: str = TEXT) -> list[int]:
 
 
 def decoder_layers(model):
-    inner = model.model
-    return (inner.language_model if hasattr(inner, "language_model") else inner).layers
+    """The text model's decoder layers, wherever a multimodal wrapper keeps them."""
+    return next(m for name, m in model.named_modules()
+                if name.endswith("layers") and "vision" not in name and hasattr(m[0], "self_attn"))
 
 
 def attention_record(model, ids: list[int]) -> list[dict]:
@@ -147,9 +164,12 @@ def attention_record(model, ids: list[int]) -> list[dict]:
         hooks.append(layer.register_forward_pre_hook(before_layer, with_kwargs=True))
         hooks.append(layer.self_attn.register_forward_pre_hook(before_attention, with_kwargs=True))
         hooks.append(layer.self_attn.register_forward_hook(after_attention, with_kwargs=True))
+    # transformers 5.24's Llama4ForConditionalGeneration fails on text alone (it reads image_outputs
+    # off an output that has none): its text model is run instead, the same layers
+    run = model.language_model if type(model).__name__ == "Llama4ForConditionalGeneration" else model
     try:
         with torch.no_grad():
-            model(input_ids=torch.tensor([ids]), use_cache=False)
+            run(input_ids=torch.tensor([ids]), use_cache=False)
     finally:
         for hook in hooks:
             hook.remove()
