@@ -143,19 +143,19 @@ def gemma3n_layer(w: Weights, i: int, s: np.ndarray, ple, cfg: dict, store: dict
     return corrected, att
 
 
-def run(source, data: dict, ids: list[int], upto: int | None = None) -> list[Layer]:
-    """Layers 0 … upto (all by default) of a Gemma 4 or 3n checkpoint on the token ids."""
+def layers(source, data: dict, ids: list[int], upto: int | None = None):
+    """What the attention of layers 0 … upto (all by default) of a Gemma 4 or 3n checkpoint did on
+    the token ids, one Layer at a time (a caller keeps only what it needs)."""
     cfg = read(data)
     w = Weights(source)
     e = w.rows("embed_tokens.weight", ids) * math.sqrt(cfg["d_model"])
     ple = streams.per_layer_inputs(w, cfg, ids, e)
     x = streams.altup_streams(w, e, cfg["altup"]) if cfg["three_n"] else e
     step = gemma3n_layer if cfg["three_n"] else gemma4_layer
-    store, out = {}, []
+    store = {}
     for i in range(cfg["layers"] if upto is None else upto + 1):
         x, att = step(w, i, x, ple, cfg, store)
-        out.append(att)
-    return out
+        yield att
 
 
 def cache_table(data: dict) -> list:

@@ -56,18 +56,17 @@ def attention(w: Weights, i: int, h: np.ndarray, cfg: dict) -> Layer:
                  source=i, extra=extra)
 
 
-def run(source, data: dict, ids: list[int], upto: int | None = None) -> list[Layer]:
+def layers(source, data: dict, ids: list[int], upto: int | None = None):
+    """Each Layer of a Llama 4 checkpoint on the token ids, 0 … upto (all by default)."""
     cfg = read(data)
     w = Weights(source)
     x = w.rows("embed_tokens.weight", ids)
-    out = []
     for i in range(cfg["layers"] if upto is None else upto + 1):
         at = f"layers.{i}."
         att = attention(w, i, rms(x, cfg["eps"], w[at + "input_layernorm.weight"]), cfg)
         att.x = x
-        out.append(att)
+        yield att
         x = x + att.out
         h = rms(x, cfg["eps"], w[at + "post_attention_layernorm.weight"])
         ff = at + "feed_forward."
         x = x + (llama4_moe(w, ff, h, cfg["top_k"], cfg["act"]) if i in cfg["moe"] else gated(h, w, ff, cfg["act"]))
-    return out

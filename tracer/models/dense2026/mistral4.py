@@ -61,11 +61,11 @@ def attention(w: Weights, i: int, h: np.ndarray, cfg: dict) -> Layer:
                  out=side_by_side(z) @ w.linear(at + "o_proj"), source=i, extra=extra)
 
 
-def run(source, data: dict, ids: list[int], upto: int | None = None) -> list[Layer]:
+def layers(source, data: dict, ids: list[int], upto: int | None = None):
+    """Each Layer of a Mistral 4 checkpoint on the token ids, 0 … upto (all by default)."""
     cfg = read(data)
     w = Weights(source)
     x = w.rows("embed_tokens.weight", ids)
-    out = []
     for i in range(cfg["layers"] if upto is None else upto + 1):
         at = f"layers.{i}."
         att = attention(w, i, rms(x, cfg["eps"], w[at + "input_layernorm.weight"]), cfg)
@@ -73,5 +73,4 @@ def run(source, data: dict, ids: list[int], upto: int | None = None) -> list[Lay
         h = rms(x, cfg["eps"], w[at + "post_attention_layernorm.weight"])
         x = x + (gated(h, w, at + "mlp.", cfg["act"]) if i < cfg["first_dense"] else
                  mistral4_moe(w, at + "mlp.", h, cfg["routing"], cfg["act"]))
-        out.append(att)
-    return out
+        yield att

@@ -77,14 +77,14 @@ def _mlp(w: Weights, i: int, h: np.ndarray, cfg: dict) -> np.ndarray:
     return gated(h, w, at + "mlp.", cfg["act"])
 
 
-def run(source, data: dict, ids: list[int], upto: int | None = None) -> list[Layer]:
+def layers(source, data: dict, ids: list[int], upto: int | None = None):
+    """Each Layer of a GLM-4.5, MiniMax-M2, OLMo 3 or nanochat checkpoint on the token ids, 0 … upto (all by default)."""
     cfg = read(data)
     w = Weights(source)
     eps, x = cfg["eps"], w.rows("embed_tokens.weight", ids)
     gain = (lambda name: None) if cfg["kind"] == "nanochat" else w.get   # noqa: E731  nanochat's norms: no gains
     if cfg["kind"] == "nanochat":
         x = rms(x, eps)                              # its embeddings are normed before layer 0
-    out = []
     for i in range(cfg["layers"] if upto is None else upto + 1):
         at = f"layers.{i}."
         if cfg["kind"] == "olmo3":                   # OLMo 2's order: norms after, not before
@@ -95,5 +95,4 @@ def run(source, data: dict, ids: list[int], upto: int | None = None) -> list[Lay
             att = attention(w, i, rms(x, eps, gain(at + "input_layernorm.weight")), cfg)
             att.x, x = x, x + att.out
             x = x + _mlp(w, i, rms(x, eps, gain(at + "post_attention_layernorm.weight")), cfg)
-        out.append(att)
-    return out
+        yield att
