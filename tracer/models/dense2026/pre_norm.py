@@ -78,11 +78,12 @@ def _mlp(w: Weights, i: int, h: np.ndarray, cfg: dict) -> np.ndarray:
 
 
 def layers(source, data: dict, ids: list[int], upto: int | None = None):
-    """Each Layer of a GLM-4.5, MiniMax-M2, OLMo 3 or nanochat checkpoint on the token ids, 0 … upto (all by default)."""
+    """Each Layer of a GLM-4.5, MiniMax-M2, OLMo 3 or nanochat checkpoint on the token ids, 0 … upto
+    (all by default)."""
     cfg = read(data)
     w = Weights(source)
     eps, x = cfg["eps"], w.rows("embed_tokens.weight", ids)
-    gain = (lambda name: None) if cfg["kind"] == "nanochat" else w.get   # noqa: E731  nanochat's norms: no gains
+    gain = (lambda name: None) if cfg["kind"] == "nanochat" else w.__getitem__   # noqa: E731  nanochat: no gains
     if cfg["kind"] == "nanochat":
         x = rms(x, eps)                              # its embeddings are normed before layer 0
     for i in range(cfg["layers"] if upto is None else upto + 1):
