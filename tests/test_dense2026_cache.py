@@ -9,8 +9,8 @@ import tiny_dense2026 as td
 from tracer.mechanisms.kv_sharing.cache import kept, numbers, unshared
 from tracer.models.dense2026.gemma import cache_table
 
-# shaped like the small Gemma 4s: 35 layers, every fifth global (and the last), the last 20 sharing,
-# sliding heads of 256, global heads of 512 (`global_head_dim`), one key/value head, windows of 512
+# Gemma 4 E2B's text model as published: 35 layers, every fifth global (the last too), the last 20
+# sharing, sliding heads of 256, global heads of 512 (`global_head_dim`), one key/value head, W = 512
 LAYERS, SHARED, WINDOW = 35, 20, 512
 TYPES = ["full_attention" if (i + 1) % 5 == 0 else "sliding_attention" for i in range(LAYERS)]
 CONFIG = dict(model_type="gemma4_text", num_hidden_layers=LAYERS, num_attention_heads=8, num_key_value_heads=1,
