@@ -11,27 +11,13 @@ import numpy as np
 import pytest
 
 import tiny_dense2026 as td
+from tiny_dense2026 import tiny  # noqa: F401  (the fixture)
 from tracer.models import dense2026
 from tracer.models.weights import Tensors
 
 FAMILIES = list(td.CONFIGS)
 TOL = 1e-4          # relative to the largest value, and absolute on the weights
 MOVED = 1e-2        # what switching a mechanism off must change the weights by, at least
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """tiny(family) → (folder, config.json, token ids, transformers' record of every layer)."""
-    made = {}
-
-    def get(family: str):
-        if family not in made:
-            folder = tmp_path_factory.mktemp(family)
-            model = td.build(family, folder)
-            ids = td.ids_of(folder)
-            made[family] = folder, td.config_json(folder), ids, td.attention_record(model, ids)
-        return made[family]
-    return get
 
 
 def mine(folder, data: dict, ids: list[int], **changes) -> list:

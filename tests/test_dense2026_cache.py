@@ -3,9 +3,11 @@ tracer.models.dense2026.gemma.cache_table): against the configuration's arithmet
 and against what transformers' own cache holds after a forward of a tiny Gemma 4 and Gemma 3n."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 import tiny_dense2026 as td
+from tiny_dense2026 import tiny  # noqa: F401  (the fixture)
 from tracer.mechanisms.kv_sharing.cache import kept, numbers, unshared
 from tracer.models.dense2026.gemma import cache_table
 
@@ -45,21 +47,20 @@ def test_global_layers_k_eq_v_still_cache_both():
     assert all(not r.k_eq_v for r in rows if r.kind == "sliding")
 
 
-def test_table_is_what_transformers_caches(tmp_path):
+@pytest.mark.parametrize("family", ["gemma4_text", "gemma3n_text"])
+def test_table_is_what_transformers_caches(tiny, family):
     """After one forward of TEXT, each layer's DynamicCache holds exactly the tokens and numbers
     the table says: none for a sharing layer, the last W − 1 on a sliding one."""
-    for family in ("gemma4_text", "gemma3n_text"):
-        folder = tmp_path / family
-        model = td.build(family, folder)
-        ids = td.ids_of(folder)
-        with torch.no_grad():
-            cache = model(input_ids=torch.tensor([ids]), use_cache=True).past_key_values
-        data = td.config_json(folder)
-        rows = cache_table(data)
-        total = 0
-        for row, layer in zip(rows, cache.layers):
-            keys = getattr(layer, "keys", None)
-            held = 0 if keys is None or not hasattr(keys, "shape") else keys.numel() + layer.values.numel()
-            assert held == row.per_token * kept(row, len(ids), data["sliding_window"]), (family, row)
-            total += held
-        assert total == numbers(rows, len(ids), data["sliding_window"]) > 0
+    import transformers
+    folder, data, ids, _ = tiny(family)
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder).double().eval()
+    with torch.no_grad():
+        cache = model(input_ids=torch.tensor([ids]), use_cache=True).past_key_values
+    rows = cache_table(data)
+    total = 0
+    for row, layer in zip(rows, cache.layers):
+        keys = getattr(layer, "keys", None)
+        held = 0 if keys is None or not hasattr(keys, "shape") else keys.numel() + layer.values.numel()
+        assert held == row.per_token * kept(row, len(ids), data["sliding_window"]), (family, row)
+        total += held
+    assert total == numbers(rows, len(ids), data["sliding_window"]) > 0

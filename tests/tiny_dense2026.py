@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import numpy as np
-
+import pytest
 import torch
 import transformers
 
@@ -179,3 +179,19 @@ def attention_record(model, ids: list[int]) -> list[dict]:
 def state(model) -> dict:
     """The model's tensors as float64 NumPy arrays by their saved names (what a folder holds)."""
     return {k: v.detach().double().numpy() for k, v in model.state_dict().items()}
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory):
+    """tiny(family) → (folder, config.json, token ids, transformers' record of every layer), each
+    family built the first time a test of the session asks for it (import this fixture by name)."""
+    made = {}
+
+    def get(family: str):
+        if family not in made:
+            folder = tmp_path_factory.mktemp(family)
+            model = build(family, folder)
+            ids = ids_of(folder)
+            made[family] = folder, config_json(folder), ids, attention_record(model, ids)
+        return made[family]
+    return get
