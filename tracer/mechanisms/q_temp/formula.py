@@ -24,5 +24,6 @@ def warmed(q: np.ndarray, positions, scale: float, floor: float, offset: int = 1
 
 
 def first_warm(scale: float, floor: float, offset: int = 1) -> int:
-    """The first position whose τ exceeds 1 (F − o, rounded up): where the lesson's numbers change."""
+    """The first position whose τ exceeds 1 (F − o, rounded up): where the lesson's numbers change;
+    −1 when β = 0 (no position is warmed)."""
     return max(0, int(np.ceil(floor - offset))) if scale else -1
