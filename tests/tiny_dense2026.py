@@ -176,11 +176,6 @@ def attention_record(model, ids: list[int]) -> list[dict]:
     return records
 
 
-def state(model) -> dict:
-    """The model's tensors as float64 NumPy arrays by their saved names (what a folder holds)."""
-    return {k: v.detach().double().numpy() for k, v in model.state_dict().items()}
-
-
 @pytest.fixture(scope="session")
 def tiny(tmp_path_factory):
     """tiny(family) → (folder, config.json, token ids, transformers' record of every layer), each

@@ -130,10 +130,6 @@ def activation(name: str):
         return lambda u: 0.5 * u * (1 + np.tanh(c * (u + 0.044715 * u ** 3)))
     if name == "relu2":
         return lambda u: np.maximum(u, 0.0) ** 2
-    if name == "gelu":
-        from statistics import NormalDist
-        cdf = np.vectorize(NormalDist().cdf)
-        return lambda u: u * cdf(u)
     raise KeyError(f"hidden_act: {name!r} is not supported")
 
 
