@@ -43,6 +43,7 @@ FAMILIES = {
                                        num_local_experts=4, num_experts_per_token=2, moe_intermediate_size=16, n_group=2,
                                        topk_group=1, first_k_dense_replace=1, routed_scaling_factor=2.5)),
 }
+FAMILIES["kimi_linear_q_rank"] = ("KimiLinear", {**FAMILIES["kimi_linear"][1], "q_lora_rank": 6})   # compressed queries
 CHUNK_FUNCTIONS = {"qwen3_next": "torch_chunk_gated_delta_rule", "qwen3_5": "torch_chunk_gated_delta_rule",
                    "olmo_hybrid": "torch_chunk_gated_delta_rule", "kimi_linear": "chunk_kimi_delta_attention"}
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from ..checks import kind
 from ..errors import ScenarioError
+from ..mechanisms.linear.footprint import Footprint, footprint, kv_per_token, latent_per_token
 from .rotary import rope_spec
 
 
@@ -58,6 +59,12 @@ class Hybrid:
     sparse: tuple = ()        # True where layer i's MLP is a mixture of experts
     moe: dict | None = None   # experts, top_k, inner, shared inner, routing switches
     mla: dict = field(default_factory=dict)   # Kimi's latent attention: kv_rank, q_rank, nope, rope, v
+
+    def footprint(self) -> Footprint:
+        """A linear layer's state against a softmax layer's cache (Kimi's: the latent and k_pe)."""
+        per = latent_per_token(self.mla["kv_rank"], self.mla["rope"]) if self.mla else \
+            kv_per_token(self.kv_heads, self.head_dim)
+        return footprint(self.v_heads, self.d_k, self.d_v, per)
 
 
 def hybrid_of(data: dict) -> Hybrid:

@@ -33,6 +33,8 @@ def read_linear(section, heads: int, n: int, d_k: int, where: str = "linear") ->
         if key not in KEYS:
             raise ScenarioError(f"{where}.{key}", f"is not a key of [linear]; expected one of {', '.join(KEYS)}")
     rule = section.get("rule")
+    if "rule" not in section:
+        raise ScenarioError(f"{where}.rule", f"is missing; expected one of {', '.join(map(repr, RULES))}")
     if rule not in RULES:
         got = repr(rule) if isinstance(rule, str) else kind(rule)
         raise ScenarioError(f"{where}.rule", f"expected one of {', '.join(map(repr, RULES))}, got {got}")
