@@ -17,7 +17,7 @@ import transformers
 
 from tiny_checkpoints import tokenizer
 
-COMMON = dict(hidden_size=32, num_hidden_layers=4, vocab_size=300, intermediate_size=40, rms_norm_eps=1e-5,
+COMMON = dict(hidden_size=32, num_hidden_layers=4, vocab_size=300, intermediate_size=40, rms_norm_eps=1e-6,
               pad_token_id=0, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False)
 LINEAR = dict(linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=6,
               linear_conv_kernel_dim=3)
@@ -41,7 +41,8 @@ FAMILIES = {
                                        linear_attn_config=dict(num_heads=2, head_dim=8, short_conv_kernel_size=3,
                                                                full_attn_layers=[2, 4], kda_layers=[1, 3]),
                                        num_local_experts=4, num_experts_per_token=2, moe_intermediate_size=16, n_group=2,
-                                       topk_group=1, first_k_dense_replace=1, routed_scaling_factor=2.5)),
+                                       topk_group=1, first_k_dense_replace=1, routed_scaling_factor=2.5,
+                                       rms_norm_eps=1e-5)),   # its latent norms keep 1e-6: both matter
 }
 FAMILIES["kimi_linear_q_rank"] = ("KimiLinear", {**FAMILIES["kimi_linear"][1], "q_lora_rank": 6})   # compressed queries
 CHUNK_FUNCTIONS = {"qwen3_next": "torch_chunk_gated_delta_rule", "qwen3_5": "torch_chunk_gated_delta_rule",
@@ -50,11 +51,12 @@ CHUNK_FUNCTIONS = {"qwen3_next": "torch_chunk_gated_delta_rule", "qwen3_5": "tor
 
 def config(family: str):
     name, switches = FAMILIES[family]
-    return getattr(transformers, name + "Config")(**COMMON, **switches)
+    return getattr(transformers, name + "Config")(**{**COMMON, **switches})
 
 
 def _scaled(model, seed: int) -> None:
-    """Sharp heads and spread gates: matrices ×20 (embeddings ×5, conv kernels N(0, 0.5)), decays
+    """Sharp heads and spread gates: matrices ×20 (embeddings ×5, conv kernels N(0, 0.5), latent
+    projections ×0.1), decays
     A = e^A_log in (0.05, 1), dt_bias and biases random, gains around 1 (zero-centred ones around 0)."""
     gen = torch.Generator().manual_seed(seed)
     rand = lambda p: torch.rand(p.shape, generator=gen)  # noqa: E731
@@ -71,6 +73,8 @@ def _scaled(model, seed: int) -> None:
                 p.copy_(rand(p) - 0.5 if zero_centred and not gated else 0.5 + rand(p))
             elif p.ndim == 1 and p.is_floating_point():    # dt_bias, biases, the routers' correction
                 p.copy_(0.5 * torch.randn(p.shape, generator=gen))
+            elif name.split(".")[-2] in ("kv_a_proj_with_mqa", "q_a_proj"):
+                p.mul_(0.1)     # Kimi's latents small, so that their norms' eps (1e-6) counts
             elif p.is_floating_point() and p.ndim >= 2:
                 p.mul_(5.0 if "embed" in name else 20.0)
 
