@@ -51,6 +51,25 @@ def test_states_and_outputs_equal_the_matrix_recurrence(seed, n, d_k, d_v, rule)
     np.testing.assert_allclose(o, want_o, rtol=1e-12, atol=1e-12)
 
 
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 9), rule=st.sampled_from(["delta", "decay", "kda"]),
+       data=st.data())
+def test_decoding_continues_from_the_state_the_prompt_left(seed, n, rule, data):
+    """[decode]: the prompt's P tokens at once, then each later token from the carried state."""
+    q, k, v, alpha, beta = inputs(seed, n, 3, 2, rule)
+    b = None if rule == "decay" else beta
+    prompt = data.draw(st.integers(1, n - 1))
+    states, o = recur(q, k, v, alpha, b, rule)
+    head, _ = recur(q[:prompt], k[:prompt], v[:prompt], alpha[:prompt], None if b is None else b[:prompt], rule)
+    S = head[-1]
+    for t in range(prompt, n):
+        step, read = recur(q[t:t + 1], k[t:t + 1], v[t:t + 1], alpha[t:t + 1], None if b is None else b[t:t + 1],
+                           rule, initial=S)
+        S = step[0]
+        np.testing.assert_allclose(S, states[t], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(read[0], o[t], rtol=1e-12, atol=1e-12)
+
+
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 9), d_k=st.integers(1, 5),
        rule=st.sampled_from(["delta", "decay", "kda"]))

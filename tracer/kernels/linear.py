@@ -26,25 +26,23 @@ def _recur(q, k, v, alpha, beta, delta, states, o):
     d_v = v.shape[1]
     keep = states.shape[0] == n
     S = np.zeros((d_k, d_v), dtype=o.dtype)
-    error = np.empty(d_v, dtype=o.dtype)
+    row = np.empty(d_v, dtype=o.dtype)          # what token t writes under its key: β·(v − Sᵀk), or v
     per_channel = alpha.shape[1] > 1
     for t in range(n):
         for i in range(d_k):
             a = alpha[t, i] if per_channel else alpha[t, 0]
             for j in range(d_v):
                 S[i, j] *= a
+        row[:] = v[t]
         if delta:
-            error[:] = v[t]
             for i in range(d_k):
                 for j in range(d_v):
-                    error[j] -= S[i, j] * k[t, i]
+                    row[j] -= S[i, j] * k[t, i]
             for j in range(d_v):
-                error[j] *= beta[t]
-        else:
-            error[:] = v[t]
+                row[j] *= beta[t]
         for i in range(d_k):
             for j in range(d_v):
-                S[i, j] += k[t, i] * error[j]
+                S[i, j] += k[t, i] * row[j]
         o[t, :] = 0.0
         for i in range(d_k):
             for j in range(d_v):
@@ -95,29 +93,36 @@ def _diagonal(u, k, alpha, beta, delta, A, c0, c1):
 
 @njit(cache=True, fastmath={"reassoc", "contract"})
 def _carried(k, alpha, beta, delta, c0, c1):
-    """(keys, Tᵀ): each key of the chunk carried to its end, M_{c1−1}⋯M_{s+1}·β_s·k_s (rows), and the
-    transpose of the chunk's whole transition T = M_{c1−1}⋯M_{c0} (d_k × d_k): M_s·T is, row by row
-    of Tᵀ, the same scale and erase as for a key."""
+    """(keys, Tᵀ): each key of the chunk carried to its end, K̃_s = M_{c1−1}⋯M_{s+1}·β_s·k_s (rows),
+    and the transpose of the chunk's whole transition T = M_{c1−1}⋯M_{c0}, from the keys in one
+    product: unrolling M_s = D_s − β_s·k_s·k_sᵀ·D_s from the left gives T = D − Σ_s K̃_s·y_sᵀ with
+    y_s = D_s⋯D_{c0}·k_s and D the whole chunk's decay (the decay rule: T = D)."""
     d_k = k.shape[1]
     per_channel = alpha.shape[1] > 1
     keys = k[c0:c1].copy()
-    T = np.eye(d_k, dtype=k.dtype)
+    y = k[c0:c1].copy()
+    decay = np.ones(d_k, dtype=k.dtype)
     for s in range(c0, c1):
         b = beta[s] if delta else 1.0
         keys[s - c0] *= b
         _scale(keys[: s - c0], alpha, s, per_channel)     # the keys before s pass through M_s
-        _scale(T, alpha, s, per_channel)
         if delta:
             _erase(keys[: s - c0], k[s], b)
-            _erase(T, k[s], b)
+        for i in range(d_k):
+            decay[i] *= alpha[s, i] if per_channel else alpha[s, 0]
+            y[s - c0, i] *= decay[i]
+    T = np.diag(decay)
+    if delta:
+        T -= y.T @ keys
     return keys, T
 
 
 @njit(cache=True)
 def _implicit(q, k, alpha, beta, delta, A):
     """One head's A (query × key), o = A·v: inside each chunk of CHUNK tokens by the backward walk;
-    between chunks i > j as products, A[i, j] = Q̃_i·T_{i−1}⋯T_{j+1}·K̃_jᵀ, with the queries carried to
-    their chunk's start (Q̃), the keys to their chunk's end (K̃) and each chunk's transition T."""
+    before it, in one product a chunk: A[chunk i, s] = Q̃_i·G_s, with the chunk's queries carried to
+    its start (Q̃) and every earlier key carried there too (G_s = M_{c_i − 1}⋯M_{s+1}·β_s·k_s: the
+    previous chunk's keys K̃, the older ones moved on by that chunk's transition T)."""
     n = k.shape[0]
     chunks = (n + CHUNK - 1) // CHUNK
     u = q.copy()
@@ -127,13 +132,13 @@ def _implicit(q, k, alpha, beta, delta, A):
         c0, c1 = m * CHUNK, min(n, (m + 1) * CHUNK)
         _diagonal(u, k, alpha, beta, delta, A, c0, c1)
         keys[c0:c1], T[m] = _carried(k, alpha, beta, delta, c0, c1)
+    G = np.empty_like(k)                        # rows: the earlier keys, carried to chunk i's start
     for i in range(1, chunks):
         i0, i1 = i * CHUNK, min(n, (i + 1) * CHUNK)
-        W = u[i0:i1].copy()
-        for j in range(i - 1, -1, -1):
-            A[i0:i1, j * CHUNK:(j + 1) * CHUNK] = W @ keys[j * CHUNK:(j + 1) * CHUNK].T
-            if j > 0:
-                W = W @ T[j].T
+        if i > 1:
+            G[: i0 - CHUNK] = G[: i0 - CHUNK] @ T[i - 1]     # through chunk i − 1: rows times Tᵀ
+        G[i0 - CHUNK: i0] = keys[i0 - CHUNK: i0]
+        A[i0:i1, :i0] = u[i0:i1] @ G[:i0].T
 
 
 @njit(parallel=True, cache=True)

@@ -54,15 +54,16 @@ def _betas(beta, n: int, delta: bool):
     return beta if delta else [1] * n
 
 
-def recur(q: np.ndarray, k: np.ndarray, v: np.ndarray, alpha: np.ndarray, beta, rule: str):
-    """(states, o): states is n × d_k × d_v, S_t after token t (S_{−1} = 0); o is n × d_v,
-    o_t = S_tᵀ·q_t."""
+def recur(q: np.ndarray, k: np.ndarray, v: np.ndarray, alpha: np.ndarray, beta, rule: str,
+          initial: np.ndarray | None = None):
+    """(states, o): states is n × d_k × d_v, S_t after token t, from S_{−1} = `initial` (0 when None:
+    a decoded token continues from the state the earlier ones left); o is n × d_v, o_t = S_tᵀ·q_t."""
     delta = uses_beta(rule)
     n, d_k = k.shape
-    dtype = _dtype(q, k, v, alpha, beta if delta else None)
+    dtype = _dtype(q, k, v, alpha, beta if delta else None, initial)
     states = np.zeros((n, d_k, v.shape[1]), dtype=dtype)
     o = np.zeros((n, v.shape[1]), dtype=dtype)
-    S = states[0].copy()
+    S = np.zeros((d_k, v.shape[1]), dtype=dtype) if initial is None else initial.astype(dtype)
     for t, b in enumerate(_betas(beta, n, delta)):
         S = update(S, k[t], v[t], alpha[t], b, delta).state
         states[t], o[t] = S, S.T @ q[t]
