@@ -108,8 +108,9 @@ def test_kimi_published_linear_attn_config_and_qwen3_5_nesting():
     kimi = dict(model_type="kimi_linear", hidden_size=2304, num_hidden_layers=8, num_attention_heads=32,
                 intermediate_size=9216, kv_lora_rank=512, q_lora_rank=None, qk_nope_head_dim=128, qk_rope_head_dim=64,
                 v_head_dim=128, num_experts=256, num_experts_per_token=8, moe_intermediate_size=1024,
-                first_k_dense_replace=1, linear_attn_config=dict(num_heads=32, head_dim=128, short_conv_kernel_size=4,
-                                                                 full_attn_layers=[4, 8], kda_layers=[1, 2, 3, 5, 6, 7]))
+                first_k_dense_replace=1,
+                linear_attn_config=dict(num_heads=32, head_dim=128, short_conv_kernel_size=4, full_attn_layers=[4, 8],
+                                        kda_layers=[1, 2, 3, 5, 6, 7]))
     cfg = hybrid_of(kimi)
     assert cfg.linear == (True, True, True, False, True, True, True, False)
     assert (cfg.v_heads, cfg.d_k, cfg.conv) == (32, 128, 4)

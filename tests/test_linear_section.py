@@ -35,8 +35,8 @@ def test_every_shape_of_decay_and_beta_is_spread_per_head_and_token():
     (dict(rule="decay", beta=1), "linear.beta: the decay rule adds k·vᵀ and overwrites nothing"),
     (dict(rule="delta", decay=[1, 1]), r"linear.decay: expected a number, a list of 3 \(one a token\) or 2 lists of 3 "
                                        r"\(one a head\), got a list shaped \(2,\)"),
-    (dict(rule="kda", decay=[[1, 1]] * 3), r"linear.decay: expected .* or 2 lists of 3 lists of 4 \(one a head\), got a "
-                                           r"list shaped \(3, 2\)"),
+    (dict(rule="kda", decay=[[1, 1]] * 3),
+     r"linear.decay: expected .* or 2 lists of 3 lists of 4 \(one a head\), got a list shaped \(3, 2\)"),
     (dict(rule="delta", decay=[1, "x", 1]), "linear.decay: expected numbers, got a string"),
     (dict(rule="delta", beta=[1, True, 1]), "linear.beta: expected numbers, got a boolean"),
     (dict(rule="delta", decay=[[1], [1, 1]]), "linear.decay: expected lists of equal lengths, got a ragged list"),

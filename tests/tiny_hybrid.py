@@ -25,7 +25,8 @@ ALTERNATING = ["linear_attention", "full_attention", "linear_attention", "full_a
 QWEN_ATTENTION = dict(num_attention_heads=4, num_key_value_heads=2, head_dim=8)
 FAMILIES = {
     "qwen3_next": ("Qwen3Next", dict(**QWEN_ATTENTION, **LINEAR, layer_types=ALTERNATING, attention_bias=True,
-                                     rope_parameters=dict(rope_type="default", rope_theta=100.0, partial_rotary_factor=0.5),
+                                     rope_parameters=dict(rope_type="default", rope_theta=100.0,
+                                                          partial_rotary_factor=0.5),
                                      num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16,
                                      shared_expert_intermediate_size=12, mlp_only_layers=[2])),
     "qwen3_5_text": ("Qwen3_5Text", dict(**QWEN_ATTENTION, **LINEAR, rope_parameters=dict(
@@ -40,8 +41,8 @@ FAMILIES = {
                                        qk_rope_head_dim=4, qk_nope_head_dim=6, v_head_dim=6,
                                        linear_attn_config=dict(num_heads=2, head_dim=8, short_conv_kernel_size=3,
                                                                full_attn_layers=[2, 4], kda_layers=[1, 3]),
-                                       num_local_experts=4, num_experts_per_token=2, moe_intermediate_size=16, n_group=2,
-                                       topk_group=1, first_k_dense_replace=1, routed_scaling_factor=2.5,
+                                       num_local_experts=4, num_experts_per_token=2, moe_intermediate_size=16,
+                                       n_group=2, topk_group=1, first_k_dense_replace=1, routed_scaling_factor=2.5,
                                        rms_norm_eps=1e-5)),   # its latent norms keep 1e-6: both matter
 }
 FAMILIES["kimi_linear_q_rank"] = ("KimiLinear", {**FAMILIES["kimi_linear"][1], "q_lora_rank": 6})   # compressed queries

@@ -77,7 +77,8 @@ def _erase(x, k, b):
 @njit(cache=True, fastmath={"reassoc", "contract"})
 def _diagonal(u, k, alpha, beta, delta, A, c0, c1):
     """The block of A inside one chunk, by the backward walk of rules.implicit restricted to it; leaves
-    u[t] = (M_t⋯M_{c0})ᵀ·q_t, the query carried to the chunk's start (M_r = (I − β_r·k_r·k_rᵀ)·diag(α_r))."""
+    u[t] = (M_t⋯M_{c0})ᵀ·q_t, the query carried to the chunk's start (M_r = (I − β_r·k_r·k_rᵀ)·diag(α_r)
+    as there)."""
     per_channel = alpha.shape[1] > 1
     for s in range(c1 - 1, c0 - 1, -1):
         b = beta[s] if delta else 1.0

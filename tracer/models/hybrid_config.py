@@ -191,7 +191,8 @@ def _experts(data: dict, fam: HybridFamily, layers: int) -> tuple[dict | None, t
     moe.update(shared=moe["inner"] * _whole(data, "num_shared_experts", data.get("n_shared_experts", 1), low=0),
                scoring="sigmoid", norm_topk_prob=norm is True,
                routed_scaling_factor=float(data.get("routed_scaling_factor", 1.0)),
-               n_group=_whole(data, "num_expert_group", data.get("n_group", 1)), topk_group=_whole(data, "topk_group", 1))
+               n_group=_whole(data, "num_expert_group", data.get("n_group", 1)),
+               topk_group=_whole(data, "topk_group", 1))
     types = data.get("mlp_layer_types")
     if types is None:
         first = _whole(data, "first_k_dense_replace", 1, low=0)

@@ -91,7 +91,8 @@ def linear_mixer(t, cfg: Hybrid, i: int) -> dict:
         w["b"] = weight(t, a, "b_proj")
         if cfg.family.rule == "kda":   # Kimi: low-rank gate and decay, forget gate's tensors
             w.update(z_down=weight(t, a, "g_a_proj"), z=weight(t, a, "g_b_proj"),
-                     a_down=weight(t, a, "f_a_proj", "forget_gate.f_a_proj"), a=weight(t, a, "f_b_proj", "forget_gate.f_b_proj"))
+                     a_down=weight(t, a, "f_a_proj", "forget_gate.f_a_proj"),
+                     a=weight(t, a, "f_b_proj", "forget_gate.f_b_proj"))
         else:
             w.update(z=weight(t, a, "g_proj"), a=weight(t, a, "a_proj"))
     per = cfg.v_heads * (cfg.d_k if cfg.family.rule == "kda" else 1)

@@ -71,8 +71,8 @@ def recur(q: np.ndarray, k: np.ndarray, v: np.ndarray, alpha: np.ndarray, beta, 
 
 
 def implicit(q: np.ndarray, k: np.ndarray, alpha: np.ndarray, beta, rule: str) -> np.ndarray:
-    """A (query × key) with o = A·v exactly: unrolling the recurrence, S_t = Σ_{s≤t} M_t⋯M_{s+1}·β_s·k_s·v_sᵀ
-    with M_r = (I − β_r·k_r·k_rᵀ)·diag(α_r) (decay rule: diag(α_r), and β = 1), so
+    """A (query × key) with o = A·v exactly. Unrolling the recurrence, S_t = Σ_{s≤t} M_t⋯M_{s+1}·β_s·k_s·v_sᵀ
+    with M_r = (I − β_r·k_r·k_rᵀ)·diag(α_r) (the decay rule: M_r = diag(α_r), and β = 1), so
 
         A[t, s] = q_tᵀ·M_t⋯M_{s+1}·β_s·k_s   (s ≤ t; 0 above the diagonal)
 
