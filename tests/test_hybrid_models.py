@@ -15,7 +15,7 @@ pytest.importorskip("transformers")
 import tiny_hybrid  # noqa: E402
 
 from tracer.errors import ScenarioError  # noqa: E402
-from tracer.mechanisms.linear.rules import l2norm  # noqa: E402
+from tracer.mechanisms.linear.formula import l2norm  # noqa: E402
 from tracer.models import hybrid_block, hybrid_tensors  # noqa: E402
 from tracer.models.config import config_json  # noqa: E402
 from tracer.models.hybrid_config import hybrid_of  # noqa: E402

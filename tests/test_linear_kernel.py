@@ -1,5 +1,5 @@
 """The compiled linear attention kernel (tracer/kernels/linear.py, through mechanisms/linear/heads.py)
-against its NumPy twin (rules.py, itself checked against references in test_linear_rules.py): every
+against its NumPy twin (formula.py, itself checked against references in test_linear_formula.py): every
 rule, float64 and float32, grouped heads, lengths below, at and across the kernel's blocks."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from tracer.kernels.linear import CHUNK
 from tracer.mechanisms.linear.heads import all_heads
-from tracer.mechanisms.linear.rules import l2norm
+from tracer.mechanisms.linear.formula import l2norm
 
 
 def layer(n: int, heads: int, groups: int, d_k: int, d_v: int, rule: str, dtype, seed: int = 0):

@@ -1,7 +1,7 @@
 """The numbers of the planned built-in lessons, worked in Fractions: `linear_decay` (the decay rule
 with α = 1/2 and 1/3 on five copies of one word, ALiBi's example) and `gated_attention` (a softmax
 head whose output is gated by σ₃(x·W_G) under the by-hand preset). `delta_rule`'s are pinned in
-test_linear_rules.py. The references here are written apart from the code: plain loops on Fractions."""
+test_linear_formula.py. The references here are written apart from the code: plain loops on Fractions."""
 from __future__ import annotations
 
 from fractions import Fraction as F
@@ -9,7 +9,7 @@ from fractions import Fraction as F
 import numpy as np
 
 from tracer.mechanisms.linear.gates import output_gate
-from tracer.mechanisms.linear.rules import implicit, recur
+from tracer.mechanisms.linear.formula import implicit, recur
 
 
 def _column(values) -> np.ndarray:

@@ -1,5 +1,5 @@
 """Linear attention for every head at once, compiled: the state after each token, the outputs, and
-the implicit weights (see tracer/mechanisms/linear/rules.py, the readable twin used for tiny inputs).
+the implicit weights (see tracer/mechanisms/linear/formula.py, the readable twin used for tiny inputs).
 
 One task is one value head (numba prange over heads; each writes only its own slots). q and k hold
 the key heads, read by heads/key_heads value heads in turn, as transformers repeats them. α is
@@ -76,7 +76,7 @@ def _erase(x, k, b):
 
 @njit(cache=True, fastmath={"reassoc", "contract"})
 def _diagonal(u, k, alpha, beta, delta, A, c0, c1):
-    """The block of A inside one chunk, by the backward walk of rules.implicit restricted to it; leaves
+    """The block of A inside one chunk, by the backward walk of formula.implicit restricted to it; leaves
     u[t] = (M_t⋯M_{c0})ᵀ·q_t, the query carried to the chunk's start (M_r = (I − β_r·k_r·k_rᵀ)·diag(α_r)
     as there)."""
     per_channel = alpha.shape[1] > 1

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..mechanisms.linear.gates import causal_conv, gated_decay, gated_rms_norm, sigmoid
 from ..mechanisms.linear.heads import all_heads
-from ..mechanisms.linear.rules import l2norm
+from ..mechanisms.linear.formula import l2norm
 from .hybrid_config import Hybrid
 
 

@@ -14,9 +14,9 @@ first predicts what the decayed state already holds for k_t (Sᵀ·k_t), then wr
 error v_t − Sᵀ·k_t.
 
 The layer is linear in the values, so it implies weights it never builds: o = A·v with A[t, s] the
-weight of value s in output t (`rules.implicit`); rows need not sum to 1 and cells can be negative.
+weight of value s in output t (`formula.implicit`); rows need not sum to 1 and cells can be negative.
 
-rules.py is the arithmetic in plain NumPy (float64, float32, or Python Fractions: rational inputs
+formula.py is the arithmetic in plain NumPy (float64, float32, or Python Fractions: rational inputs
 give rational states, outputs and weights); gates.py the pieces around it in a real model (the short
 convolution, the L2 norm, the gated RMS norm, the output gate, the decay and β of a checkpoint);
 footprint.py what a linear layer keeps against a softmax layer's cache. The compiled kernel for

@@ -1,5 +1,5 @@
 """Every head of a linear layer at once: the states, outputs and implicit weights, from the NumPy
-twin (rules.py) for a tiny layer while numba is not loaded yet (microseconds, where loading numba
+twin (formula.py) for a tiny layer while numba is not loaded yet (microseconds, where loading numba
 takes ≈0.4 s), else from the compiled kernel (tracer/kernels/linear.py). Same arithmetic, same arrays."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .rules import implicit as implicit_weights
-from .rules import recur, uses_beta
+from .formula import implicit as implicit_weights
+from .formula import recur, uses_beta
 
 TINY_CELLS = 1 << 12   # heads · n · (n + d_k·d_v) up to which the twin runs (as compute.TINY_CELLS)
 

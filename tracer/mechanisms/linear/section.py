@@ -10,7 +10,7 @@ import numpy as np
 
 from ...checks import kind
 from ...errors import ScenarioError
-from .rules import RULES, uses_beta
+from .formula import RULES, uses_beta
 
 KEYS = ("rule", "decay", "beta", "l2")
 

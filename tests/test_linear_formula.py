@@ -1,4 +1,4 @@
-"""The linear attention rules (tracer/mechanisms/linear/rules.py) against references written apart:
+"""The linear attention rules (tracer/mechanisms/linear/formula.py) against references written apart:
 the state as an explicit matrix product, token by token; the implicit weights against one-hot values
 fed through the recurrence; transformers' own torch_recurrent/torch_chunk gated delta rules and its
 Kimi Delta Attention on generated inputs; and a worked example exact to the fraction."""
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracer.mechanisms.linear.rules import implicit, l2norm, recur, update
+from tracer.mechanisms.linear.formula import implicit, l2norm, recur, update
 
 torch = pytest.importorskip("torch")
 qwen3_next = pytest.importorskip("transformers.models.qwen3_next.modeling_qwen3_next")
