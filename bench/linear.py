@@ -1,0 +1,146 @@
+"""`python -m bench.linear`: one Gated DeltaNet layer of Qwen3.5-0.8B's shapes (d_model 1024, 16 key
+and 16 value heads of 128, a causal convolution of 4; softmax layers of 8 query heads over 2 key/value
+heads of 256) on 1024 tokens, in float32. A checkpoint with those shapes (random weights, one period
+of the layer pattern: 3 linear layers and a softmax one, a small vocabulary) is written once by
+transformers to a temporary folder; then, each in a fresh process, attnsim computes layer 0's states
+(every token's), outputs and implicit weights (the compiled kernel alone, and the whole layer from
+its projections to W_O) and transformers runs the same layer's forward (its PyTorch fallback, as on
+any machine without flash-linear-attention): seconds (best of 3 after a warm-up) and peak memory (the
+growth of the resident set). Last, what each kind of layer keeps while generating.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .measure import fresh_probe
+
+TOKENS, LAYER, REPS = 1024, 0, 5
+# Qwen/Qwen3.5-0.8B's text_config (layers and vocabulary cut: the traced layer's shapes are the model's)
+TEXT_CONFIG = dict(hidden_size=1024, num_attention_heads=8, num_key_value_heads=2, head_dim=256, intermediate_size=3584,
+                   linear_num_key_heads=16, linear_num_value_heads=16, linear_key_head_dim=128,
+                   linear_value_head_dim=128, linear_conv_kernel_dim=4, rms_norm_eps=1e-6, hidden_act="silu",
+                   rope_parameters=dict(rope_type="default", rope_theta=10_000_000.0, partial_rotary_factor=0.25,
+                                        mrope_section=[11, 11, 10], mrope_interleaved=True),
+                   num_hidden_layers=4, vocab_size=4096, tie_word_embeddings=True)
+
+
+def write_checkpoint(folder: Path) -> None:
+    import torch
+    import transformers
+    torch.manual_seed(0)
+    model = transformers.Qwen3_5ForCausalLM(transformers.Qwen3_5TextConfig(**TEXT_CONFIG))
+    model.save_pretrained(folder, safe_serialization=True)
+
+
+def stream(d_model: int, tokens: int = TOKENS) -> np.ndarray:
+    """The normed stream the layer reads: rows of unit root mean square, as after its RMSNorm."""
+    h = np.random.default_rng(1).standard_normal((tokens, d_model))
+    return (h / np.sqrt((h * h).mean(axis=1, keepdims=True))).astype(np.float32)
+
+
+def measured(call, warm) -> dict:
+    """Peak memory of one call (after `warm` has loaded and compiled what the call needs, on a few
+    tokens), then its seconds, best of REPS."""
+    from .measure import peak_during
+    warm()
+    out = {"peak": peak_during(call)}
+    times = []
+    for _ in range(REPS):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    out["seconds"] = min(times)
+    return out
+
+
+def probe_attnsim(folder: Path, keep: str) -> dict:
+    """keep: "all" (every state and the implicit weights), "implicit" (no states), "o" (outputs only),
+    or "kernel" (the recurrence alone, everything kept, its inputs ready)."""
+    from tracer.mechanisms.linear.heads import all_heads
+    from tracer.models import hybrid_tensors
+    from tracer.models.config import config_json
+    from tracer.models.hybrid_config import hybrid_of
+    from tracer.models.hybrid_linear import linear_layer
+    from tracer.models.weights import Tensors
+    cfg = hybrid_of(config_json(folder))
+    w = {key: None if a is None else np.ascontiguousarray(a, dtype=np.float32)
+         for key, a in hybrid_tensors.linear_mixer(Tensors(folder), cfg, LAYER).items()}
+    h = stream(cfg.d_model)
+    flags = dict(states=keep in ("all", "kernel"), implicit=keep != "o")
+    warm = lambda: linear_layer(stream(cfg.d_model, 8), w, cfg)  # noqa: E731
+    if keep == "kernel":
+        p = linear_layer(h, w, cfg, states=False, implicit=False)
+        args = (np.ascontiguousarray(p["q"] / np.float32(np.sqrt(cfg.d_k))), p["k"], p["v"], p["decay"], p["beta"])
+        return measured(lambda: all_heads(*args, "delta", compiled=True), warm)
+    out = measured(lambda: linear_layer(h, w, cfg, **flags), warm)
+    np.save(folder / f"attnsim-{keep}.npy", linear_layer(h, w, cfg, states=False, implicit=False)["out"])
+    return out
+
+
+def probe_transformers(folder: Path) -> dict:
+    import torch
+    import transformers
+    model = transformers.Qwen3_5ForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    mixer = model.model.layers[LAYER].linear_attn
+
+    def call(tokens: int = TOKENS):
+        with torch.no_grad():
+            return mixer(torch.from_numpy(stream(model.config.hidden_size, tokens))[None])
+    out = measured(call, lambda: call(8))
+    np.save(folder / "transformers.npy", call()[0].numpy())
+    return {**out, "threads": torch.get_num_threads()}
+
+
+def footprint_lines() -> list[str]:
+    from tracer.mechanisms.linear.footprint import footprint, kv_per_token
+    c = TEXT_CONFIG
+    f = footprint(c["linear_num_value_heads"], c["linear_key_head_dim"], c["linear_value_head_dim"],
+                  kv_per_token(c["num_key_value_heads"], c["head_dim"]))
+    kept = c["linear_num_value_heads"] * TOKENS * c["linear_key_head_dim"] * c["linear_value_head_dim"]
+    return [f"what a layer keeps while generating (bfloat16): {f.sentence(TOKENS)}; in bytes a linear layer "
+            f"{2 * f.state / 2**20:.2f} MiB, a softmax layer {2 * f.cache(TOKENS) / 2**20:.2f} MiB at {TOKENS} tokens",
+            f"the trace's states, every token's (float32): {4 * kept / 2**30:.2f} GiB for the layer"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.linear", description=__doc__.split("\n")[0])
+    p.add_argument("--probe", nargs="+", metavar="ARG", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.probe:
+        contender, folder, *keep = args.probe
+        got = probe_attnsim(Path(folder), keep[0]) if contender == "attnsim" else probe_transformers(Path(folder))
+        print(json.dumps(got))
+        return 0
+    with tempfile.TemporaryDirectory(prefix="attnsim-bench-linear-") as tmp:
+        print("bench.linear: writing a Qwen3.5-0.8B-shape checkpoint …", file=sys.stderr, flush=True)
+        write_checkpoint(Path(tmp))
+        theirs = fresh_probe("bench.linear", "transformers", tmp)
+        ours = {keep: fresh_probe("bench.linear", "attnsim", tmp, keep) for keep in ("all", "implicit", "o", "kernel")}
+        a, b = np.load(Path(tmp) / "attnsim-o.npy"), np.load(Path(tmp) / "transformers.npy")
+        differ = float(np.abs(a - b).max() / np.abs(b).max())
+    base = theirs["seconds"]
+    print(f"Qwen3.5-0.8B shapes, one linear layer, {TOKENS} tokens, float32 (load average {os.getloadavg()[0]:.2f}, "
+          f"torch threads {theirs['threads']}; each in a fresh process, best of {REPS}):")
+    print(f"  transformers' forward of the layer: {base:.3f} s, peak {theirs['peak'] / 2**20:.0f} MiB")
+    words = {"all": "the layer, every state and the implicit weights kept",
+             "implicit": "the layer, the implicit weights kept, no states", "o": "the layer, outputs only",
+             "kernel": "the kernel alone (states, o, implicit; inputs ready)"}
+    for keep, got in ours.items():
+        print(f"  attnsim, {words[keep]}: {got['seconds']:.3f} s ({got['seconds'] / base:.2f}× transformers'), "
+              f"peak {got['peak'] / 2**20:.0f} MiB")
+    print(f"  goal: the trace ≤ 0.5× transformers' time; the outputs differ by {differ:.1e} of their largest value")
+    for line in footprint_lines():
+        print("  " + line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

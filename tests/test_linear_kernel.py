@@ -1,0 +1,64 @@
+"""The compiled linear attention kernel (tracer/kernels/linear.py, through mechanisms/linear/heads.py)
+against its NumPy twin (formula.py, itself checked against references in test_linear_formula.py): every
+rule, float64 and float32, grouped heads, lengths below, at and across the kernel's blocks."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracer.kernels.linear import CHUNK
+from tracer.mechanisms.linear.heads import all_heads
+from tracer.mechanisms.linear.formula import l2norm
+
+
+def layer(n: int, heads: int, groups: int, d_k: int, d_v: int, rule: str, dtype, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    width = d_k if rule == "kda" else 1
+    cast = lambda a: np.ascontiguousarray(a, dtype=dtype)  # noqa: E731
+    return (cast(rng.normal(size=(groups, n, d_k)) / np.sqrt(d_k)), cast(l2norm(rng.normal(size=(groups, n, d_k)))),
+            cast(rng.normal(size=(heads, n, d_v))), cast(rng.uniform(0.5, 1.0, size=(heads, n, width))),
+            None if rule == "decay" else cast(rng.uniform(0.0, 2.0, size=(heads, n))))
+
+
+@pytest.mark.parametrize("rule", ["delta", "decay", "kda"])
+@pytest.mark.parametrize("n", [1, 7, CHUNK, 2 * CHUNK + 9])
+def test_compiled_equals_the_twin_in_float64(rule, n):
+    args = layer(n, 4, 2, 5, 3, rule, np.float64)
+    twin = all_heads(*args, rule, compiled=False)
+    fast = all_heads(*args, rule, compiled=True)
+    for got, want in zip(fast, twin):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    assert not np.triu(fast.implicit, 1).any()
+
+
+@pytest.mark.parametrize("rule", ["delta", "kda"])
+def test_float32_stays_float32_and_near_the_float64_twin(rule):
+    args = layer(2 * CHUNK + 3, 2, 1, 8, 4, rule, np.float32, seed=1)
+    fast = all_heads(*args, rule, compiled=True)
+    twin = all_heads(*(None if a is None else a.astype(np.float64) for a in args), rule, compiled=False)
+    assert {a.dtype for a in fast} == {np.dtype(np.float32)}
+    for got, want in zip(fast, twin):
+        np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
+
+
+def test_states_and_implicit_can_be_left_out():
+    args = layer(70, 2, 2, 4, 3, "delta", np.float64)
+    out = all_heads(*args, "delta", states=False, implicit=False, compiled=True)
+    assert out.states is None and out.implicit is None
+    np.testing.assert_allclose(out.o, all_heads(*args, "delta", compiled=False).o, rtol=1e-10, atol=1e-12)
+
+
+def test_the_implicit_weights_read_the_values():
+    q, k, v, alpha, beta = layer(150, 3, 1, 6, 2, "delta", np.float64, seed=2)
+    out = all_heads(q, k, v, alpha, beta, "delta", compiled=True)
+    np.testing.assert_allclose(out.implicit @ v, out.o, rtol=1e-9, atol=1e-10)
+
+
+def test_mismatched_arrays_are_refused_before_the_kernel():
+    q, k, v, alpha, beta = layer(5, 2, 1, 4, 3, "delta", np.float64)
+    with pytest.raises(ValueError, match="beta has shape"):
+        all_heads(q, k, v, alpha, beta[:, :4], "delta", compiled=True)
+    with pytest.raises(ValueError, match="alpha must be C-contiguous float64"):
+        all_heads(q, k, v, alpha.astype(np.float32), beta, "delta", compiled=True)
+    with pytest.raises(ValueError, match="multiple of key heads"):
+        all_heads(np.concatenate([q, q, q]), np.concatenate([k, k, k]), v, alpha, beta, "delta", compiled=True)

@@ -1,0 +1,154 @@
+"""Linear attention for every head at once, compiled: the state after each token, the outputs, and
+the implicit weights (see tracer/mechanisms/linear/formula.py, the readable twin used for tiny inputs).
+
+One task is one value head (numba prange over heads; each writes only its own slots). q and k hold
+the key heads, read by heads/key_heads value heads in turn, as transformers repeats them. α is
+heads × n × 1 (one decay a token) or heads × n × d_k (kda: one a key channel); β is heads × n. A
+recorded array with no rows (states or implicit shaped heads × 0 × …) is not computed.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import cache
+
+cache.preload_blas()  # before numba: see there
+from numba import njit, prange  # noqa: E402
+
+cache.listen()  # compile notices for a front end (tracer.on_compile)
+
+
+@njit(cache=True)
+def _recur(q, k, v, alpha, beta, delta, states, o):
+    """One head: S decays (α per token or per key channel), then takes the write (the delta rule:
+    β·k·(v − Sᵀk)ᵀ; the decay rule: k·vᵀ); o_t = S_tᵀ·q_t; S_t copied into states[t] when kept."""
+    n, d_k = k.shape
+    d_v = v.shape[1]
+    keep = states.shape[0] == n
+    S = np.zeros((d_k, d_v), dtype=o.dtype)
+    row = np.empty(d_v, dtype=o.dtype)          # what token t writes under its key: β·(v − Sᵀk), or v
+    per_channel = alpha.shape[1] > 1
+    for t in range(n):
+        for i in range(d_k):
+            a = alpha[t, i] if per_channel else alpha[t, 0]
+            for j in range(d_v):
+                S[i, j] *= a
+        row[:] = v[t]
+        if delta:
+            for i in range(d_k):
+                for j in range(d_v):
+                    row[j] -= S[i, j] * k[t, i]
+            for j in range(d_v):
+                row[j] *= beta[t]
+        for i in range(d_k):
+            for j in range(d_v):
+                S[i, j] += k[t, i] * row[j]
+        o[t, :] = 0.0
+        for i in range(d_k):
+            for j in range(d_v):
+                o[t, j] += S[i, j] * q[t, i]
+        if keep:
+            states[t] = S
+
+
+CHUNK = 64   # tokens per block of the implicit weights: the blocks off the diagonal are BLAS products
+
+
+@njit(cache=True, fastmath={"reassoc", "contract"})
+def _scale(x, alpha, r, per_channel):
+    """x ← diag(α_r)·x on the key channels (x: … × d_k)."""
+    for t in range(x.shape[0]):
+        for i in range(x.shape[1]):
+            x[t, i] *= alpha[r, i] if per_channel else alpha[r, 0]
+
+
+@njit(cache=True, fastmath={"reassoc", "contract"})
+def _erase(x, k, b):
+    """x ← x − b·(x·k)·kᵀ for every row: the rows times (I − b·k·kᵀ), which is symmetric."""
+    for t in range(x.shape[0]):
+        c = 0.0
+        for i in range(k.shape[0]):
+            c += x[t, i] * k[i]
+        c *= b
+        for i in range(k.shape[0]):
+            x[t, i] -= c * k[i]
+
+
+@njit(cache=True, fastmath={"reassoc", "contract"})
+def _diagonal(u, k, alpha, beta, delta, A, c0, c1):
+    """The block of A inside one chunk, by the backward walk of formula.implicit restricted to it; leaves
+    u[t] = (M_t⋯M_{c0})ᵀ·q_t, the query carried to the chunk's start (M_r = (I − β_r·k_r·k_rᵀ)·diag(α_r)
+    as there)."""
+    per_channel = alpha.shape[1] > 1
+    for s in range(c1 - 1, c0 - 1, -1):
+        b = beta[s] if delta else 1.0
+        for t in range(s, c1):
+            c = 0.0
+            for i in range(k.shape[1]):
+                c += u[t, i] * k[s, i]
+            A[t, s] = b * c
+        if delta:
+            _erase(u[s:c1], k[s], b)
+        _scale(u[s:c1], alpha, s, per_channel)
+
+
+@njit(cache=True, fastmath={"reassoc", "contract"})
+def _carried(k, alpha, beta, delta, c0, c1):
+    """(keys, Tᵀ): each key of the chunk carried to its end, K̃_s = M_{c1−1}⋯M_{s+1}·β_s·k_s (rows),
+    and the transpose of the chunk's whole transition T = M_{c1−1}⋯M_{c0}, from the keys in one
+    product: unrolling M_s = D_s − β_s·k_s·k_sᵀ·D_s from the left gives T = D − Σ_s K̃_s·y_sᵀ with
+    y_s = D_s⋯D_{c0}·k_s and D the whole chunk's decay (the decay rule: T = D)."""
+    d_k = k.shape[1]
+    per_channel = alpha.shape[1] > 1
+    keys = k[c0:c1].copy()
+    y = k[c0:c1].copy()
+    decay = np.ones(d_k, dtype=k.dtype)
+    for s in range(c0, c1):
+        b = beta[s] if delta else 1.0
+        keys[s - c0] *= b
+        _scale(keys[: s - c0], alpha, s, per_channel)     # the keys before s pass through M_s
+        if delta:
+            _erase(keys[: s - c0], k[s], b)
+        for i in range(d_k):
+            decay[i] *= alpha[s, i] if per_channel else alpha[s, 0]
+            y[s - c0, i] *= decay[i]
+    T = np.diag(decay)
+    if delta:
+        T -= y.T @ keys
+    return keys, T
+
+
+@njit(cache=True)
+def _implicit(q, k, alpha, beta, delta, A):
+    """One head's A (query × key), o = A·v: inside each chunk of CHUNK tokens by the backward walk;
+    before it, in one product a chunk: A[chunk i, s] = Q̃_i·G_s, with the chunk's queries carried to
+    its start (Q̃) and every earlier key carried there too (G_s = M_{c_i − 1}⋯M_{s+1}·β_s·k_s: the
+    previous chunk's keys K̃, the older ones moved on by that chunk's transition T)."""
+    n = k.shape[0]
+    chunks = (n + CHUNK - 1) // CHUNK
+    u = q.copy()
+    keys = np.empty_like(k)
+    T = np.empty((chunks, k.shape[1], k.shape[1]), dtype=k.dtype)
+    for m in range(chunks):
+        c0, c1 = m * CHUNK, min(n, (m + 1) * CHUNK)
+        _diagonal(u, k, alpha, beta, delta, A, c0, c1)
+        keys[c0:c1], T[m] = _carried(k, alpha, beta, delta, c0, c1)
+    G = np.empty_like(k)                        # rows: the earlier keys, carried to chunk i's start
+    for i in range(1, chunks):
+        i0, i1 = i * CHUNK, min(n, (i + 1) * CHUNK)
+        if i > 1:
+            G[: i0 - CHUNK] = G[: i0 - CHUNK] @ T[i - 1]     # through chunk i − 1: rows times Tᵀ
+        G[i0 - CHUNK: i0] = keys[i0 - CHUNK: i0]
+        A[i0:i1, :i0] = u[i0:i1] @ G[:i0].T
+
+
+@njit(parallel=True, cache=True)
+def linear_heads(q, k, v, alpha, beta, delta, states, o, implicit):
+    """Every value head h (reading key head h·key_heads // heads): states[h] (n × d_k × d_v, when
+    kept), o[h] (n × d_v), implicit[h] (n × n, when kept; zeros above the diagonal are the caller's)."""
+    heads = v.shape[0]
+    for h in prange(heads):
+        g = h * k.shape[0] // heads
+        _recur(q[g], k[g], v[h], alpha[h], beta[h], delta, states[h], o[h])
+        if implicit.shape[1] == q.shape[1]:
+            _implicit(q[g], k[g], alpha[h], beta[h], delta, implicit[h])
