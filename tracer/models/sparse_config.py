@@ -16,6 +16,11 @@ from .rotary import rope_spec
 V4_KINDS = ("sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention")
 V4_RATIO_KIND = {0: V4_KINDS[0], 4: V4_KINDS[1], 128: V4_KINDS[2]}   # legacy compress_ratios
 V4_SCORING = ("sqrtsoftplus", "softmax", "sigmoid")
+# what transformers' config classes assume where config.json is silent
+DEFAULTS = {"deepseek_v32": dict(index_topk=2048, index_head_dim=128, index_n_heads=64),
+            "glm_moe_dsa": dict(index_topk=2048, index_head_dim=128, index_n_heads=32),
+            "deepseek_v4": dict(index_topk=512, index_head_dim=128, index_n_heads=64, sliding_window=128,
+                                head_dim=512, q_lora_rank=1024, o_groups=8, o_lora_rank=1024)}
 
 
 def whole(data: dict, key: str, default=None, low: int = 1) -> int:
@@ -43,7 +48,23 @@ def _per_layer(data: dict, key: str, allowed: tuple, layers: int, default: list)
 
 
 def _indexer(data: dict) -> dict:
+    data = {**DEFAULTS.get(data.get("model_type"), {}), **data}
     return dict(heads=whole(data, "index_n_heads"), dim=whole(data, "index_head_dim"), topk=whole(data, "index_topk"))
+
+
+def _glm_schedule(data: dict, layers: int) -> list[str]:
+    """Which layers run their own indexer when config.json has no indexer_types (GLM-5's older
+    keys, as transformers reads them): index_topk_pattern ("FSSF…"), else every index_topk_freq-th
+    layer from index_skip_topk_offset − 1 on (and every layer before it)."""
+    pattern = data.get("index_topk_pattern")
+    if isinstance(pattern, str):
+        if any(ch not in "FS" for ch in pattern):
+            raise ScenarioError("index_topk_pattern", f"expected letters F (full) and S (shared), got {kind(pattern)}")
+        pattern = ["full" if ch == "F" else "shared" for ch in pattern]
+    if pattern is not None:
+        return _per_layer({"index_topk_pattern": pattern}, "index_topk_pattern", ("full", "shared"), layers, [])
+    freq, offset = max(whole(data, "index_topk_freq", 1), 1), whole(data, "index_skip_topk_offset", 2, low=0)
+    return ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(layers)]
 
 
 def read_dsa(data: dict) -> SimpleNamespace:
@@ -51,6 +72,7 @@ def read_dsa(data: dict) -> SimpleNamespace:
     its pairs' layout (V3.2: half; GLM: interleaved) and which layers share the indexer of the
     layer before ("shared"), the dense and expert layers and the router."""
     model_type = data.get("model_type")
+    data = {**DEFAULTS.get(model_type, {}), **data}
     layers = whole(data, "num_hidden_layers")
     mla = latent_sizes(data, "deepseek_v3")
     if data.get("q_lora_rank") is None:
@@ -61,7 +83,7 @@ def read_dsa(data: dict) -> SimpleNamespace:
         raise ScenarioError("index_head_dim", f"expected at least qk_rope_head_dim ({mla['rope']}): the indexer "
                             f"turns its first {mla['rope']} features; got {index['dim']}")
     index["style"] = "interleaved" if model_type == "glm_moe_dsa" else "half"
-    index["types"] = _per_layer(data, "indexer_types", ("full", "shared"), layers, ["full"] * layers)
+    index["types"] = _per_layer(data, "indexer_types", ("full", "shared"), layers, _glm_schedule(data, layers))
     if index["types"][0] != "full":
         raise ScenarioError("indexer_types", "expected \"full\" for layer 0: a shared layer reuses the choice of "
                             "the full layer before it")
@@ -111,6 +133,7 @@ def _v4_kinds(data: dict, layers: int) -> list[str]:
 def read_v4(data: dict) -> SimpleNamespace:
     """DeepSeek V4: sizes, each layer's kind and its compression m, the rotary specs, the
     hyper-connections, the indexer, the grouped output and the routers (hash, then top-k)."""
+    data = {**DEFAULTS["deepseek_v4"], **data}
     layers, d_head = whole(data, "num_hidden_layers"), whole(data, "head_dim")
     if data.get("partial_rotary_factor") is None and data.get("qk_rope_head_dim") is not None:
         r = whole(data, "qk_rope_head_dim")

@@ -1,0 +1,201 @@
+"""The formula modules of attention that chooses its keys (tracer/mechanisms/indexer, compressed,
+hyper) against references written apart (loops over heads, slots and keys) and against
+transformers' own functions and modules; properties on generated inputs (hypothesis): the choice
+is causal, keeps at most k keys a query and the best ones, and with k ≥ n is dense attention."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tracer.mechanisms.compressed import attention as att
+from tracer.mechanisms.compressed import pool as pooling
+from tracer.mechanisms.hyper import connections as hc
+from tracer.mechanisms.indexer import rotary, scores, topk
+from tracer.models import dsa_block
+
+torch = pytest.importorskip("torch")
+v32 = pytest.importorskip("transformers.models.deepseek_v32.modeling_deepseek_v32")
+v4 = pytest.importorskip("transformers.models.deepseek_v4.modeling_deepseek_v4")
+
+seeds = st.integers(0, 2**32 - 1)
+
+
+def _rng(seed):
+    return np.random.default_rng(seed)
+
+
+# ------------------------------------------------------------------ the indexer's scores and choice
+@given(seeds, st.integers(1, 7), st.integers(1, 4), st.integers(1, 5))
+def test_index_scores_against_loops(seed, n, heads, d):
+    rng = _rng(seed)
+    q, k, w = rng.normal(size=(n, heads, d)), rng.normal(size=(n, d)), rng.normal(size=(n, heads))
+    got = scores.index_scores(q, k, w, 0.5, scores.causal(n))
+    for t in range(n):
+        for s in range(n):
+            want = sum(w[t, h] * max(float(q[t, h] @ k[s]), 0.0) * 0.5 for h in range(heads)) if s <= t else -np.inf
+            assert got[t, s] == pytest.approx(want, rel=1e-12, abs=1e-12)
+
+
+@given(seeds, st.integers(1, 9), st.integers(1, 12), st.booleans())
+def test_the_choice_keeps_the_best_k_it_may_see(seed, n, k, ties):
+    rng = _rng(seed)
+    s = rng.integers(-3, 4, size=(n, n)).astype(float) if ties else rng.normal(size=(n, n))
+    s = np.where(scores.causal(n), s, -np.inf)
+    keep = topk.select(s, k)
+    assert not (keep & ~scores.causal(n)).any(), "a later key kept"
+    for t in range(n):
+        row, kept = s[t], np.flatnonzero(keep[t])
+        assert len(kept) == min(k, t + 1)
+        dropped = [j for j in range(t + 1) if j not in kept]
+        assert all(row[a] > row[b] or (row[a] == row[b] and a < b) for a in kept for b in dropped), \
+            "a better key dropped, or a tie broken towards the later key"
+        bar = topk.kth_best(s, k)[t]
+        assert bar == (-np.inf if t + 1 <= k else sorted(row[: t + 1])[-k])
+
+
+def test_reason_names_the_score_and_the_bar():
+    s = np.array([[1.0, -np.inf, -np.inf], [2.0, 5.0, -np.inf], [2.0, 7.0, 3.0]])
+    keep = topk.select(s, 2)
+    assert topk.reason(s, keep, 2, 2, 0) == ("dropped: index score 2 ranks 3 of 3, below the 2-th best, 3; "
+                                             "its weight is 0 in every head")
+    assert topk.reason(s, keep, 2, 2, 2).startswith("kept: index score 3 ranks 2 of 3, within the top k = 2")
+    assert topk.reason(s, keep, 2, 1, 0).startswith("kept: query 1 sees 2 keys, no more than k = 2")
+    assert topk.reason(s, keep, 2, 0, 2) == "not a candidate: query 0 may not see key 2"
+    with pytest.raises(ValueError, match="k ≥ 1"):
+        topk.select(s, 0)
+
+
+def _latent(rng, heads, n, nope=3, r=2, v=2):
+    p = dict(q_nope=rng.normal(size=(heads, n, nope)), k_nope=rng.normal(size=(heads, n, nope)),
+             q_pe=rng.normal(size=(heads, n, r)), k_pe=rng.normal(size=(n, r)), v=rng.normal(size=(heads, n, v)),
+             c_kv=np.zeros((n, 1)))
+    c = SimpleNamespace(mla=dict(nope=nope, rope=r, mscale=1.0))
+    return p, c, dict(o=rng.normal(size=(4, heads * v)))
+
+
+@given(seeds, st.integers(1, 8), st.integers(1, 10))
+def test_sparse_attention_is_causal_reads_k_keys_and_is_dense_when_k_covers_the_text(seed, n, k):
+    rng = _rng(seed)
+    p, c, w = _latent(rng, 2, n)
+    s = np.where(scores.causal(n), rng.normal(size=(n, n)), -np.inf)
+    got = dsa_block.attend(p, w, c, topk.select(s, k))
+    assert (got["weights"][:, ~scores.causal(n)] == 0).all(), "a later key weighs"
+    assert ((got["weights"] > 0).sum(-1) <= k).all(), "more than k keys read"
+    np.testing.assert_allclose(got["weights"].sum(-1), 1.0, rtol=1e-12)
+    if k >= n:
+        dense = dsa_block.attend(p, w, c, None)
+        np.testing.assert_array_equal(got["weights"], dense["weights"])
+        np.testing.assert_array_equal(got["out"], dense["out"])
+
+
+# ---------------------------------------------------------------------- rotary, against transformers
+def _cos_sin(theta, half_layout):
+    cos, sin = np.cos(theta), np.sin(theta)
+    if half_layout:   # Llama-style tables: cat(freqs, freqs)
+        cos, sin = np.concatenate([cos, cos], -1), np.concatenate([sin, sin], -1)
+    return torch.tensor(cos)[None], torch.tensor(sin)[None]
+
+
+@given(seeds, st.integers(1, 6), st.sampled_from([2, 4, 6]), st.integers(0, 3))
+def test_turns_against_transformers(seed, n, r, extra):
+    rng = _rng(seed)
+    theta = np.outer(np.arange(n), rng.uniform(0.1, 2.0, r // 2))
+    x = rng.normal(size=(2, n, r + extra))
+    t = torch.tensor(x)[None]
+    # V3.2's indexer: the first r in half pairs
+    cos, sin = _cos_sin(theta, True)
+    want, _ = v32.apply_rotary_pos_emb(t[..., :r], t[..., :r], cos, sin)
+    np.testing.assert_allclose(rotary.turn(x, theta, "half", "first")[..., :r], want[0].numpy(), atol=1e-12)
+    # interleaved pairs (V3.2's latent attention, GLM's indexer): transformers writes evens then odds
+    cos, sin = _cos_sin(theta, True)
+    want, _ = v32.apply_rotary_pos_emb_interleave(t[..., :r], t[..., :r], cos, sin)
+    mine = rotary.turn(x, theta, "interleaved", "first")[..., :r]
+    np.testing.assert_allclose(np.concatenate([mine[..., 0::2], mine[..., 1::2]], -1), want[0].numpy(), atol=1e-12)
+    # V4: the last r, interleaved, in place (transformers turns them in float32); turned back with −θ
+    cos, sin = torch.tensor(np.cos(theta))[None], torch.tensor(np.sin(theta))[None]
+    want = v4.apply_rotary_pos_emb(t.transpose(1, 2), cos, sin, unsqueeze_dim=2).transpose(1, 2)
+    np.testing.assert_allclose(rotary.turn(x, theta, "interleaved", "last"), want[0].numpy(), atol=1e-5)
+    np.testing.assert_allclose(rotary.turn(rotary.turn(x, theta, "interleaved", "last"), -theta, "interleaved",
+                                           "last"), x, atol=1e-12)
+
+
+# ------------------------------------------------------------------ DeepSeek V4's pool and attention
+@given(seeds, st.integers(0, 13), st.sampled_from([1, 2, 4]), st.integers(1, 3), st.booleans())
+def test_pool_against_loops(seed, n, m, d, overlap):
+    rng = _rng(seed)
+    width = 2 * d if overlap else d
+    c, z, b = rng.normal(size=(n, width)), rng.normal(size=(n, width)), rng.normal(size=(m, width))
+    got, weights = pooling.pool(c, z, b, m, overlap)
+    src = pooling.sources(n // m, m, overlap)
+    assert got.shape == (n // m, d) and weights.shape == (n // m, pooling.slots(m, overlap), d)
+    for e in range(n // m):
+        for f in range(d):
+            terms = []   # (logit, value) of each slot with a token behind it
+            for s, t in enumerate(src[e]):
+                if t < 0:
+                    continue
+                col = f if overlap and s < m else (f + d if overlap else f)
+                terms.append((z[t, col] + b[t % m, col], c[t, col]))
+            top = max(lg for lg, _ in terms)
+            total = sum(np.exp(lg - top) for lg, _ in terms)
+            assert got[e, f] == pytest.approx(sum(np.exp(lg - top) * v for lg, v in terms) / total, rel=1e-10)
+    vis = pooling.visible(n, n // m, m)
+    assert all(vis[t, e] == ((e + 1) * m - 1 <= t) for t in range(n) for e in range(n // m))
+
+
+@given(seeds, st.integers(1, 6), st.integers(0, 3), st.integers(1, 3))
+def test_sinks_against_transformers(seed, n, entries, heads):
+    rng = _rng(seed)
+    q, kv = rng.normal(size=(1, heads, n, 4)), rng.normal(size=(1, 1, n + entries, 4))
+    allowed = np.concatenate([att.sliding(n, 2), rng.random((n, entries)) < 0.5], axis=1)
+    sinks = rng.normal(size=heads)
+    module = SimpleNamespace(num_key_value_groups=heads, sinks=torch.tensor(sinks), training=False)
+    mask = torch.tensor(np.where(allowed, 0.0, -np.inf))[None, None]
+    _, want = v4.eager_attention_forward(module, torch.tensor(q), torch.tensor(kv), torch.tensor(kv), mask, 0.5)
+    got, sink = att.weights_with_sinks(np.einsum("hid,jd->hij", q[0], kv[0, 0]) * 0.5, allowed, sinks)
+    np.testing.assert_allclose(got, want[0].numpy(), atol=1e-12)
+    np.testing.assert_allclose(got.sum(-1) + sink, 1.0, rtol=1e-12)
+
+
+@given(seeds, st.sampled_from([(4, 2), (4, 4), (6, 3), (2, 1)]), st.integers(1, 3))
+def test_grouped_output_against_transformers(seed, heads_groups, d_g):
+    heads, groups = heads_groups
+    rng = _rng(seed)
+    D, n, model = 3, 5, 7
+    z = rng.normal(size=(n, heads * D))
+    lin = v4.DeepseekV4GroupedLinear(heads * D // groups, groups * d_g, groups).double()
+    w_b = rng.normal(size=(model, groups * d_g))
+    with torch.no_grad():
+        lin.weight.copy_(torch.tensor(rng.normal(size=(groups * d_g, heads * D // groups))))
+        per = lin(torch.tensor(z).reshape(1, n, groups, -1)).flatten(2)[0].numpy()
+    got_per, got = att.grouped_output(z, lin.weight.detach().numpy(), w_b, groups)
+    np.testing.assert_allclose(got_per, per, atol=1e-12)
+    np.testing.assert_allclose(got, per @ w_b.T, atol=1e-12)
+
+
+@given(seeds, st.integers(1, 4), st.integers(1, 5))
+def test_hyper_connections_against_transformers(seed, streams, iters):
+    import transformers
+    rng = _rng(seed)
+    d, n = 6, 3
+    cfg = transformers.DeepseekV4Config(hidden_size=d, hc_mult=streams, hc_sinkhorn_iters=iters, rms_norm_eps=1e-6,
+                                        hc_eps=1e-6, num_hidden_layers=1)
+    module = v4.DeepseekV4HyperConnection(cfg).double()
+    fn, base, scale = rng.normal(size=module.fn.shape), rng.normal(size=module.base.shape), rng.uniform(0.5, 2, 3)
+    with torch.no_grad():
+        for p, value in ((module.fn, fn), (module.base, base), (module.scale, scale)):
+            p.copy_(torch.tensor(value))
+    x = rng.normal(size=(n, streams, d))
+    with torch.no_grad():
+        post, comb, collapsed = (a[0].numpy() for a in module(torch.tensor(x)[None]))
+    pre_m, post_m, comb_m = hc.mixes(x, fn, base, scale, iters, 1e-6, 1e-6)
+    np.testing.assert_allclose(post_m, post, rtol=1e-5)          # its norm computes in float32
+    np.testing.assert_allclose(comb_m, comb, rtol=1e-5)
+    np.testing.assert_allclose(hc.collapse(x, pre_m), collapsed, rtol=1e-5, atol=1e-6)
+    out = rng.normal(size=(n, d))
+    want = post[..., None] * out[:, None, :] + np.einsum("tkj,tjd->tkd", np.swapaxes(comb, -1, -2), x)
+    np.testing.assert_allclose(hc.expand(x, out, post_m, comb_m), want, rtol=1e-5, atol=1e-6)
