@@ -60,7 +60,7 @@ def test_the_choice_keeps_the_best_k_it_may_see(seed, n, k, ties):
 def test_reason_names_the_score_and_the_bar():
     s = np.array([[1.0, -np.inf, -np.inf], [2.0, 5.0, -np.inf], [2.0, 7.0, 3.0]])
     keep = topk.select(s, 2)
-    assert topk.reason(s, keep, 2, 2, 0) == ("dropped: index score 2 ranks 3 of 3, below the 2-th best, 3; "
+    assert topk.reason(s, keep, 2, 2, 0) == ("dropped: index score 2 ranks 3 of 3, below the 2nd best, 3; "
                                              "its weight is 0 in every head")
     assert topk.reason(s, keep, 2, 2, 2).startswith("kept: index score 3 ranks 2 of 3, within the top k = 2")
     assert topk.reason(s, keep, 2, 1, 0).startswith("kept: query 1 sees 2 keys, no more than k = 2")

@@ -41,6 +41,12 @@ def ties(scores: np.ndarray, k: int) -> np.ndarray:
     return np.isfinite(top[..., 1]) & (top[..., 0] == top[..., 1])
 
 
+def nth(k: int) -> str:
+    """1st, 2nd, 3rd, 4th, …, 11th, 12th, 13th, 21st."""
+    tail = "th" if k % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
+    return f"{k}{tail}"
+
+
 def reason(scores: np.ndarray, keep: np.ndarray, k: int, i: int, j: int, f=lambda v: f"{v:.4g}") -> str:
     """Why query i kept or dropped key j, with the numbers: its index score against the k-th best."""
     s, row = scores[i, j], scores[i]
@@ -54,6 +60,7 @@ def reason(scores: np.ndarray, keep: np.ndarray, k: int, i: int, j: int, f=lambd
     bar = kth_best(scores[i:i + 1], k)[0]
     if keep[i, j]:
         tie = " (a tie at the bar, broken towards the earlier key)" if s == bar and rank == k else ""
-        return f"kept: index score {f(s)} ranks {rank} of {seen}, within the top k = {k} (the {k}-th best is {f(bar)}){tie}"
-    return (f"dropped: index score {f(s)} ranks {rank} of {seen}, below the {k}-th best, {f(bar)}; "
+        return (f"kept: index score {f(s)} ranks {rank} of {seen}, within the top k = {k} (the {nth(k)} best is "
+                f"{f(bar)}){tie}")
+    return (f"dropped: index score {f(s)} ranks {rank} of {seen}, below the {nth(k)} best, {f(bar)}; "
             f"its weight is 0 in every head")
