@@ -107,5 +107,8 @@ def test_the_formula_modules_agree():
     assert [set(np.flatnonzero(row)) for row in keep] == got["keep"]
     np.testing.assert_array_equal(np.where(np.isfinite(s), s, -1),
                                   [[-1 if v is None else float(v) for v in row] for row in got["index"]])
+    assert scores.story(q, x @ np.array(w["index_k"], float), x @ np.array(w["index_w"], float), 1.0, 3, 3,
+                        lambda v: f"{v:g}") == ("= 1·ReLU(-1) = 0 = 0   (index head 0 disagrees: cut to 0, not a vote "
+                                                "against)")
     assert topk.reason(s, keep, 2, 3, 1) == ("dropped: index score 0 ranks 3 of 4, below the 2nd best, 1; "
                                              "its weight is 0 in every head")

@@ -39,3 +39,17 @@ def index_scores(q: np.ndarray, k: np.ndarray, w: np.ndarray, scale: float, allo
 def causal(n: int, keys: int | None = None) -> np.ndarray:
     """Query t may see keys 0 … t (the tokens' own indexer)."""
     return np.tri(n, n if keys is None else keys, dtype=bool)
+
+
+def story(q: np.ndarray, k: np.ndarray, w: np.ndarray, scale: float, t: int, s: int, f=lambda v: f"{v:.4g}") -> str:
+    """How idx.scores[t, s] was computed, with its numbers: each index head's dot product, its
+    ReLU and its weight, then the scale (`f` writes a number)."""
+    dots = [float(q[t, h] @ k[s]) for h in range(q.shape[1])]
+    terms = " + ".join(f"{f(w[t, h])}·ReLU({f(d)})" for h, d in enumerate(dots))
+    kept = " + ".join(f"{f(w[t, h] * max(d, 0.0))}" for h, d in enumerate(dots))
+    total = sum(w[t, h] * max(d, 0.0) for h, d in enumerate(dots))
+    tail = "" if scale == 1 else f", × {f(scale)} = {f(total * scale)}"
+    cut = [h for h, d in enumerate(dots) if d < 0]
+    why = f"   (index head{'s' if len(cut) > 1 else ''} {', '.join(map(str, cut))} disagree{'s' if len(cut) == 1 else ''}: " \
+          "cut to 0, not a vote against)" if cut else ""
+    return f"= {terms} = {kept} = {f(total)}{tail}{why}"
