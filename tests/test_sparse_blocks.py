@@ -122,7 +122,8 @@ def test_index_scores_against_a_reference(family):
         ref = np.full((n, n), -np.inf)
         for t in range(n):
             for s in range(t + 1):
-                ref[t, s] = sum(want["index_w"][t, h] / np.sqrt(H) * max(q[h, t] @ k[s], 0.0) for h in range(H)) / np.sqrt(d)
+                votes = [want["index_w"][t, h] / np.sqrt(H) * max(q[h, t] @ k[s], 0.0) for h in range(H)]
+                ref[t, s] = sum(votes) / np.sqrt(d)
         finite = np.isfinite(ref)
         assert (np.isfinite(got["idx.scores"]) == finite).all()
         _close(got["idx.scores"][finite], ref[finite], f"index scores of layer {i}")

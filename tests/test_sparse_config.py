@@ -105,4 +105,4 @@ def test_an_indexer_whose_shapes_disagree_is_named(tmp_path, family, forward, te
     with pytest.raises(ScenarioError) as err:
         forward(tmp_path, [3, 4, 5, 6, 7, 8, 9, 10, 11], 1)
     assert str(err.value).count(tensor) == 1 and "\n" not in str(err.value)
-    assert "has shape (64, 10); expected (48, 10)" in str(err.value)
+    assert "has shape (64, 10); expected (48, 10)" in str(err.value) and "index_n_heads 6" in str(err.value)

@@ -204,5 +204,6 @@ def test_hyper_connections_against_transformers(seed, streams, iters):
 def test_the_story_of_an_index_score():
     q, k, w = np.array([[[1.0], [-1.0]]]), np.array([[2.0]]), np.array([[0.5, 3.0]])
     assert scores.story(q, k, w, 0.5, 0, 0, lambda v: f"{v:g}") == (
-        "= 0.5·ReLU(2) + 3·ReLU(-2) = 1 + 0 = 1, × 0.5 = 0.5   (index head 1 disagrees: cut to 0, not a vote against)")
+        "= 0.5·ReLU(2) + 3·ReLU(-2) = 1 + 0 = 1, × 0.5 = 0.5   (index head 1 disagrees: cut to 0, "
+        "not a vote against)")
     assert scores.index_scores(q, k, w, 0.5, scores.causal(1))[0, 0] == 0.5

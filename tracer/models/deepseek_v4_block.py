@@ -56,7 +56,9 @@ def read_attention(t, c, pre: str, i: int) -> dict:
                                 str(t.folder))
         if t.shape(at + name) != shape:
             raise ScenarioError(at + name, f"has shape {t.shape(at + name)}; expected {shape} for a {c.kinds[i]} "
-                                "layer (from config.json's sizes)", str(t.folder))
+                                f"layer (from config.json: index_n_heads {c.index['heads']}, index_head_dim "
+                                f"{c.index['dim']}, head_dim {c.head_dim}, q_lora_rank {c.q_rank}, hidden_size "
+                                f"{c.d_model}, {c.heads} heads)", str(t.folder))
         w[name] = t[at + name]
     return w
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import rope
+from ..errors import ScenarioError
 from ..mechanisms.indexer import rotary, scores, topk
 from ..readfile import CONFIG_BYTES, checkpoint_json
 from .deepseek_router import route
@@ -47,31 +48,28 @@ def open_checkpoint(folder) -> tuple[Tensors, object, str]:
 
 
 def read_layer(t: Tensors, c, pre: str, i: int) -> dict:
-    """Block i's attention and indexer tensors, as saved (out × in)."""
-    a = f"{pre}layers.{i}.self_attn."
-    names = dict(norm_in="input_layernorm.weight", q_a="self_attn.q_a_proj.weight", q_norm="self_attn.q_a_layernorm.weight",
-                 q_b="self_attn.q_b_proj.weight", kv_a="self_attn.kv_a_proj_with_mqa.weight",
-                 kv_norm="self_attn.kv_a_layernorm.weight", kv_b="self_attn.kv_b_proj.weight", o="self_attn.o_proj.weight")
-    w = {key: t[f"{pre}layers.{i}.{name}"] for key, name in names.items()}
+    """Block i's attention and indexer tensors, as saved (out × in), each checked against the
+    shape config.json implies: a disagreement is refused naming the tensor."""
+    a, m, H, d = f"{pre}layers.{i}.self_attn.", c.mla, c.heads, c.d_model
+    want = dict(q_a=("q_a_proj.weight", (m["q_rank"], d)), q_norm=("q_a_layernorm.weight", (m["q_rank"],)),
+                q_b=("q_b_proj.weight", (H * (m["nope"] + m["rope"]), m["q_rank"])),
+                kv_a=("kv_a_proj_with_mqa.weight", (m["kv_rank"] + m["rope"], d)),
+                kv_norm=("kv_a_layernorm.weight", (m["kv_rank"],)),
+                kv_b=("kv_b_proj.weight", (H * (m["nope"] + m["v"]), m["kv_rank"])),
+                o=("o_proj.weight", (d, H * m["v"])))
     if c.index["types"][i] == "full":
-        w.update(idx_q=t[a + "indexer.wq_b.weight"], idx_k=t[a + "indexer.wk.weight"],
-                 idx_gain=t[a + "indexer.k_norm.weight"], idx_bias=t[a + "indexer.k_norm.bias"],
-                 idx_w=t[a + "indexer.weights_proj.weight"])
-        _check_indexer(w, c, a)
-    return w
-
-
-def _check_indexer(w: dict, c, at: str) -> None:
-    """The indexer's tensors against config.json: one line naming the first that disagrees."""
-    from ..errors import ScenarioError
-    H, d, model = c.index["heads"], c.index["dim"], c.d_model
-    want = dict(idx_q=("indexer.wq_b.weight", (H * d, c.mla["q_rank"])), idx_k=("indexer.wk.weight", (d, model)),
-                idx_gain=("indexer.k_norm.weight", (d,)), idx_bias=("indexer.k_norm.bias", (d,)),
-                idx_w=("indexer.weights_proj.weight", (H, model)))
+        HI, dI = c.index["heads"], c.index["dim"]
+        want.update(idx_q=("indexer.wq_b.weight", (HI * dI, m["q_rank"])), idx_k=("indexer.wk.weight", (dI, d)),
+                    idx_gain=("indexer.k_norm.weight", (dI,)), idx_bias=("indexer.k_norm.bias", (dI,)),
+                    idx_w=("indexer.weights_proj.weight", (HI, d)))
+    w = {"norm_in": t[f"{pre}layers.{i}.input_layernorm.weight"]}
     for key, (name, shape) in want.items():
-        if w[key].shape != shape:
-            raise ScenarioError(at + name, f"has shape {w[key].shape}; expected {shape} (index_n_heads {H}, "
-                                f"index_head_dim {d}, q_lora_rank {c.mla['q_rank']}, hidden_size {model})")
+        if t.shape(a + name) != shape:
+            raise ScenarioError(a + name, f"has shape {t.shape(a + name)}; expected {shape} (from config.json: "
+                                f"index_n_heads {c.index['heads']}, index_head_dim {c.index['dim']}, q_lora_rank "
+                                f"{m['q_rank']}, hidden_size {d}, {H} heads)", str(t.folder))
+        w[key] = t[a + name]
+    return w
 
 
 def indexer(h: np.ndarray, c_q: np.ndarray, w: dict, c, theta: np.ndarray) -> dict:

@@ -91,9 +91,9 @@ def read_dsa(data: dict) -> SimpleNamespace:
     mlp = _per_layer(data, "mlp_layer_types", ("dense", "sparse"), layers,
                      ["dense"] * dense + ["sparse"] * (layers - dense))
     experts = expert_sizes(data, "deepseek_v3")
-    return SimpleNamespace(model_type=model_type, d_model=whole(data, "hidden_size"), heads=whole(data, "num_attention_heads"),
-                           layers=layers, inner=whole(data, "intermediate_size"), eps=real(data, "rms_norm_eps", 1e-6),
-                           mla=mla, index=index, mlp=mlp, experts=experts,
+    return SimpleNamespace(model_type=model_type, d_model=whole(data, "hidden_size"),
+                           heads=whole(data, "num_attention_heads"), layers=layers,
+                           inner=whole(data, "intermediate_size"), eps=real(data, "rms_norm_eps", 1e-6), mla=mla, index=index, mlp=mlp, experts=experts,
                            rope=rope_spec(data, "full_attention", mla["rope"]))
 
 
@@ -126,7 +126,8 @@ def _v4_kinds(data: dict, layers: int) -> list[str]:
         if any(r not in V4_RATIO_KIND for r in ratios):
             raise ScenarioError("compress_ratios", f"expected 0, 4 or 128 for each layer, got {kind(ratios)}")
         return _per_layer({"layer_types": [V4_RATIO_KIND[r] for r in ratios]}, "layer_types", V4_KINDS, layers, [])
-    default = [V4_KINDS[2]] * min(layers, 2) + [V4_KINDS[1] if i % 2 else V4_KINDS[2] for i in range(max(layers - 2, 0))]
+    interleave = [V4_KINDS[1] if i % 2 else V4_KINDS[2] for i in range(max(layers - 2, 0))]
+    default = [V4_KINDS[2]] * min(layers, 2) + interleave   # transformers' default: 2 heavy, then alternating
     return _per_layer(data, "layer_types", V4_KINDS, layers, default)
 
 
@@ -140,7 +141,8 @@ def read_v4(data: dict) -> SimpleNamespace:
     else:
         r = int(d_head * real(data, "partial_rotary_factor", 64 / 512))
     if r % 2 or not 2 <= r <= d_head:
-        raise ScenarioError("partial_rotary_factor", f"expected an even number of the {d_head} features to turn, got {r}")
+        raise ScenarioError("partial_rotary_factor", f"expected an even number of the {d_head} features to turn, "
+                            f"got {r}")
     rates = dict(data.get("compress_rates") or {"compressed_sparse_attention": 4, "heavily_compressed_attention": 128})
     for legacy, name in (("compress_rate_csa", V4_KINDS[1]), ("compress_rate_hca", V4_KINDS[2])):
         if data.get(legacy) is not None:

@@ -50,6 +50,7 @@ def story(q: np.ndarray, k: np.ndarray, w: np.ndarray, scale: float, t: int, s: 
     total = sum(w[t, h] * max(d, 0.0) for h, d in enumerate(dots))
     tail = "" if scale == 1 else f", × {f(scale)} = {f(total * scale)}"
     cut = [h for h, d in enumerate(dots) if d < 0]
-    why = f"   (index head{'s' if len(cut) > 1 else ''} {', '.join(map(str, cut))} disagree{'s' if len(cut) == 1 else ''}: " \
-          "cut to 0, not a vote against)" if cut else ""
+    many = len(cut) > 1
+    why = (f"   (index head{'s' if many else ''} {', '.join(map(str, cut))} disagree{'' if many else 's'}: cut to 0, "
+           "not a vote against)") if cut else ""
     return f"= {terms} = {kept} = {f(total)}{tail}{why}"
