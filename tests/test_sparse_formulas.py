@@ -67,6 +67,13 @@ def test_reason_names_the_score_and_the_bar():
     assert topk.reason(s, keep, 2, 0, 2) == "not a candidate: query 0 may not see key 2"
     with pytest.raises(ValueError, match="k ≥ 1"):
         topk.select(s, 0)
+    tie = np.array([[3.0, 3.0, 3.0]])
+    keep = topk.select(tie, 2)
+    assert topk.reason(tie, keep, 2, 0, 1, what="entry").endswith("broken towards the earlier entries)")
+    assert topk.reason(tie[:, :1], keep[:, :1], 2, 0, 0, what="entry").startswith("kept: query 0 sees 1 entry, no")
+    assert topk.reason(tie, keep, 2, 0, 0).endswith("(a tie at the bar, broken towards the earlier keys)")
+    assert topk.reason(tie, keep, 2, 0, 2) == ("dropped: index score 3 ties with the 2nd best, and earlier keys took "
+                                               "the places (ties go to the earlier key); its weight is 0 in every head")
 
 
 def _latent(rng, heads, n, nope=3, r=2, v=2):

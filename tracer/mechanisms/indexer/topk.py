@@ -47,20 +47,26 @@ def nth(k: int) -> str:
     return f"{k}{tail}"
 
 
-def reason(scores: np.ndarray, keep: np.ndarray, k: int, i: int, j: int, f=lambda v: f"{v:.4g}") -> str:
-    """Why query i kept or dropped key j, with the numbers: its index score against the k-th best."""
+def reason(scores: np.ndarray, keep: np.ndarray, k: int, i: int, j: int, f=lambda v: f"{v:.4g}",
+           what: str = "key") -> str:
+    """Why query i kept or dropped key j (`what`: "key", or "entry" for DeepSeek V4's compressed
+    entries), with the numbers: its index score against the k-th best."""
     s, row = scores[i, j], scores[i]
-    seen = int(np.isfinite(row).sum())
+    seen, many = int(np.isfinite(row).sum()), "entries" if what == "entry" else what + "s"
     if not np.isfinite(s):
-        return f"not a candidate: query {i} may not see key {j}"
+        return f"not a candidate: query {i} may not see {what} {j}"
     rank = int((row > s).sum() + ((row == s) & (np.arange(row.size) < j)).sum()) + 1
     if seen <= k:
-        return (f"kept: query {i} sees {seen} key{'s' if seen != 1 else ''}, no more than k = {k}, "
+        return (f"kept: query {i} sees {seen} {many if seen != 1 else what}, no more than k = {k}, "
                 f"so it keeps them all (index score {f(s)})")
     bar = kth_best(scores[i:i + 1], k)[0]
+    tied = s == bar and bool(ties(scores[i:i + 1], k)[0])
     if keep[i, j]:
-        tie = " (a tie at the bar, broken towards the earlier key)" if s == bar and rank == k else ""
+        tie = f" (a tie at the bar, broken towards the earlier {many})" if tied else ""
         return (f"kept: index score {f(s)} ranks {rank} of {seen}, within the top k = {k} (the {nth(k)} best is "
                 f"{f(bar)}){tie}")
+    if tied:
+        return (f"dropped: index score {f(s)} ties with the {nth(k)} best, and earlier {many} took the places "
+                f"(ties go to the earlier {what}); its weight is 0 in every head")
     return (f"dropped: index score {f(s)} ranks {rank} of {seen}, below the {nth(k)} best, {f(bar)}; "
             f"its weight is 0 in every head")
