@@ -214,3 +214,30 @@ def test_the_story_of_an_index_score():
         "= 0.5·ReLU(2) + 3·ReLU(-2) = 1 + 0 = 1, × 0.5 = 0.5   (index head 1 disagrees: cut to 0, "
         "not a vote against)")
     assert scores.index_scores(q, k, w, 0.5, scores.causal(1))[0, 0] == 0.5
+
+
+def _v4_layer(rng, n, m, top):
+    """A DeepSeek V4 compressed-sparse layer of random small weights (every tensor its shape)."""
+    from tracer.models import deepseek_v4_block as v4b
+    c = SimpleNamespace(d_model=6, heads=2, head_dim=4, rope_dims=2, q_rank=3, groups=2, group_rank=2, window=3,
+                        eps=1e-6, kinds=[v4b.SPARSE], rates={v4b.SPARSE: m}, index=dict(heads=2, dim=4, topk=top),
+                        rope={"main": {"base": 50.0}, "compress": {"base": 70.0}})
+    w = {name: rng.normal(size=shape) * 2 for name, shape in v4b._want(c, v4b.SPARSE).items()}
+    x = rng.normal(size=(n, 6))
+    return v4b.layer(x, x, w, c, 0), c, w
+
+
+@given(seeds, st.integers(1, 14), st.sampled_from([1, 2, 4]), st.integers(1, 5))
+def test_v4_sparse_layer_reads_its_window_and_at_most_k_complete_entries(seed, n, m, top):
+    p, c, w = _v4_layer(_rng(seed), n, m, top)
+    entries = n // m
+    weights = p["weights"]                                           # heads × query × (tokens, entries)
+    tokens, pooled = weights[..., :n], weights[..., n:]
+    assert (tokens[:, ~att.sliding(n, c.window)] == 0).all(), "a token outside the window weighs"
+    assert (pooled[:, ~pooling.visible(n, entries, m)] == 0).all(), "an entry not yet complete weighs"
+    assert ((pooled > 0).sum(-1) <= top).all(), "more than k entries read"
+    if top >= entries:   # k covers the pool: every complete entry, as the heavily compressed kind reads them
+        allowed = np.concatenate([att.sliding(n, c.window), pooling.visible(n, entries, m)], axis=1)
+        keys = np.concatenate([p["kv"], p["pool.k"]])
+        dense, _ = att.weights_with_sinks(np.einsum("hid,jd->hij", p["q"], keys) * 0.5, allowed, w["attn_sink"])
+        np.testing.assert_allclose(weights, dense, rtol=1e-12, atol=1e-15)
