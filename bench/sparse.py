@@ -121,48 +121,38 @@ def inputs(tokens: int, dtype) -> dict:
                 v_heads=c(k_up[..., nope:].transpose(1, 0, 2)))
 
 
-def _timed(call, reps: int = 1) -> float:
-    best = float("inf")
-    for _ in range(reps):
-        start = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-def attnsim_side(tokens: int, topks: list[int], dtype) -> dict:
-    """Seconds of the indexer kernel and of the attention over the chosen keys, and the choices."""
+def attnsim_side(tokens: int, topks: list[int], dtype, reps: int) -> dict:
+    """Median seconds (over `reps` rounds, every contender once a round: the machine's load moves)
+    of the indexer kernel and of the attention over every earlier key and over the chosen keys;
+    the choices, in dtype and in float64."""
     from tracer import kernels
     from tracer.arithmetic import resolve
     from tracer.kernels import indexer as K
+    from .measure import round_robin
     a = inputs(tokens, dtype)
-    causal = np.arange(1, tokens + 1)
-    small = {k: v[:64] if isinstance(v, np.ndarray) and v.shape[0] == tokens else v for k, v in a.items()}
-    K.index_topk(small["idx_q"], small["idx_k"], small["idx_w"], np.arange(1, 65), 8, 0.1)   # compiled first
-    K.attend_chosen(small["q_abs"], small["keys"], small["values"], np.zeros((64, 1), np.int64), 1.0)
+    causal, scale = np.arange(1, tokens + 1), 128 ** -0.5
     index = (a["idx_q"], a["idx_k"], a["idx_w"])
-    out = {"indexer_kept": _timed(lambda: K.index_topk(*index, causal, topks[0], 128 ** -0.5))}
-    wide = [a[key].astype(np.float64) for key in ("idx_q", "idx_k", "idx_w")]   # a trace's own dtype
-    K.index_topk(*(x[:64].copy() for x in wide[:1]), wide[1][:64].copy(), wide[2][:64].copy(), np.arange(1, 65), 8, 0.1)
-    out["indexer_f64"] = _timed(lambda: K.index_topk(*wide, causal, topks[0], 128 ** -0.5))
+    wide = [x.astype(np.float64) for x in index]   # a trace's own dtype
+    out = {"index": dict(zip(("idx_q", "idx_k", "idx_w"), index))}
     for top in topks:   # how much float32 alone moves the choice: the same indexer in float64
-        out[f"chosen64_{top}"] = K.index_topk(*wide, causal, top, 128 ** -0.5, keep_scores=False)[1]
-    del wide
+        out[f"chosen_{top}"] = K.index_topk(*index, causal, top, scale, keep_scores=False)[1]
+        out[f"chosen64_{top}"] = K.index_topk(*wide, causal, top, scale, keep_scores=False)[1]
     every = np.where(np.arange(tokens)[None, :] <= np.arange(tokens)[:, None], np.arange(tokens)[None, :], -1)
-    out["dense_absorbed"] = _timed(lambda: K.attend_chosen(a["q_abs"], a["keys"], a["values"], every, a["scale"]))
     z = np.empty((tokens, 128 * 128), dtype=dtype)
     rule = kernels.rule(resolve("exact", {"dtype": np.dtype(dtype).name}), "causal", 192)
-    kernels.attend_heads(*(x[:, :64].copy() for x in (a["q_heads"], a["k_heads"], a["v_heads"])),
-                         np.empty((64, 128 * 128), dtype=dtype), rule, None, 64)
     heads = (a["q_heads"], a["k_heads"], a["v_heads"])
-    out["dense_fused"] = _timed(lambda: kernels.attend_heads(*heads, z, rule, None, 64))
+    kernels.attend_heads(*(x[:, :64].copy() for x in heads), np.empty((64, 128 * 128), dtype=dtype), rule, None, 64)
+    K.attend_chosen(a["q_abs"][:64].copy(), a["keys"][:64].copy(), a["values"][:64].copy(), every[:64, :64].copy(),
+                    a["scale"])   # both compiled before any timing
+    latent = (a["q_abs"], a["keys"], a["values"])
+    calls = {"indexer_kept": lambda: K.index_topk(*index, causal, topks[0], scale),
+             "indexer_f64": lambda: K.index_topk(*wide, causal, topks[0], scale),
+             "dense_absorbed": lambda: K.attend_chosen(*latent, every, a["scale"]),
+             "dense_fused": lambda: kernels.attend_heads(*heads, z, rule, None, 64)}
     for top in topks:
-        secs = time.perf_counter()
-        _, chosen = K.index_topk(a["idx_q"], a["idx_k"], a["idx_w"], causal, top, 128 ** -0.5, keep_scores=False)
-        out[f"indexer_{top}"] = time.perf_counter() - secs
-        out[f"sparse_{top}"] = _timed(lambda: K.attend_chosen(a["q_abs"], a["keys"], a["values"], chosen, a["scale"]))
-        out[f"chosen_{top}"] = chosen
-    out["index"] = {key: a[key] for key in ("idx_q", "idx_k", "idx_w")}
+        calls[f"indexer_{top}"] = lambda top=top: K.index_topk(*index, causal, top, scale, keep_scores=False)
+        calls[f"sparse_{top}"] = lambda top=top: K.attend_chosen(*latent, out[f"chosen_{top}"], a["scale"])
+    out.update(round_robin(calls, reps, warm=False))
     return out
 
 
@@ -201,14 +191,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--topk", type=int, nargs="+", default=[2048, 256])
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     p.add_argument("--no-transformers", action="store_true", help="attnsim's side only")
+    p.add_argument("--reps", type=int, default=3, help="rounds of attnsim's timings (the median is shown)")
     p.add_argument("--probe", nargs=2, metavar=("TOKENS", "TOPK"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.probe:
         probe(*args.probe)
         return 0
     n = args.tokens
-    ours = attnsim_side(n, args.topk, np.dtype(args.dtype))
-    print(f"DeepSeek-V3.2-shaped layer, {n} tokens, {args.dtype}, load average {os.getloadavg()[0]:.2f}")
+    ours = attnsim_side(n, args.topk, np.dtype(args.dtype), args.reps)
+    print(f"DeepSeek-V3.2-shaped layer, {n} tokens, {args.dtype}, medians of {args.reps} rounds, load average "
+          f"{os.getloadavg()[0]:.2f}")
     print(f"  indexer kernel, idx.scores kept: {ours['indexer_kept']:.2f} s ({ours['indexer_f64']:.2f} s in float64, "
           "a trace's default)")
     print(f"  dense attention over every earlier key: absorbed {ours['dense_absorbed']:.2f} s; "
