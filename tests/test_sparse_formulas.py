@@ -200,12 +200,13 @@ def test_hyper_connections_against_transformers(seed, streams, iters):
     with torch.no_grad():
         post, comb, collapsed = (a[0].numpy() for a in module(torch.tensor(x)[None]))
     pre_m, post_m, comb_m = hc.mixes(x, fn, base, scale, iters, 1e-6, 1e-6)
-    np.testing.assert_allclose(post_m, post, rtol=1e-5)          # its norm computes in float32
-    np.testing.assert_allclose(comb_m, comb, rtol=1e-5)
-    np.testing.assert_allclose(hc.collapse(x, pre_m), collapsed, rtol=1e-5, atol=1e-6)
+    close = dict(rtol=1e-5, atol=1e-5)                              # its norm computes in float32
+    np.testing.assert_allclose(post_m, post, **close)
+    np.testing.assert_allclose(comb_m, comb, **close)
+    np.testing.assert_allclose(hc.collapse(x, pre_m), collapsed, **close)
     out = rng.normal(size=(n, d))
     want = post[..., None] * out[:, None, :] + np.einsum("tkj,tjd->tkd", np.swapaxes(comb, -1, -2), x)
-    np.testing.assert_allclose(hc.expand(x, out, post_m, comb_m), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(hc.expand(x, out, post_m, comb_m), want, **close)
 
 
 def test_the_story_of_an_index_score():
