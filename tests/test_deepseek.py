@@ -325,7 +325,7 @@ def test_kimi_k2_reads_as_v3(built, tmp_path):
 
 def test_absorbed_scores_on_the_checkpoint(built):
     """W_UK folded into the queries gives each head's no-position scores from c_kv alone."""
-    from tracer.mla import absorbed_scores
+    from tracer.mechanisms.latent.compute import absorbed_scores
     folder, _, _ = built
     cfg, tensors = read_config(folder), Tensors(folder)
     x = _stream(tensors, cfg, IDS, 1)
@@ -341,7 +341,7 @@ def test_absorbed_scores_on_the_checkpoint(built):
 
 def test_cache_sizes_against_the_paper():
     """DeepSeek-V2's own sizes: 128 heads of 128, d_c = 4·d_h = 512, d_h^R = d_h/2 = 64."""
-    from tracer.mla import cache_per_token
+    from tracer.mechanisms.latent.compute import cache_per_token
     sizes = cache_per_token(heads=128, head_dim=128, groups=8, kv_rank=512, rope_dims=64)
     assert sizes == {"MHA": 2 * 128 * 128, "GQA": 2 * 8 * 128, "MQA": 2 * 128, "MLA": 576}
     # the paper's table writes MLA as (d_c + d_h^R)·l = (9/2)·d_h·l, the size of GQA with 2.25 groups

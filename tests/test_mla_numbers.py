@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from tracer.mla import absorbed_scores, cache_per_token, rebuilt_scores
+from tracer.mechanisms.latent.compute import absorbed_scores, cache_per_token, rebuilt_scores
 
 
 @settings(max_examples=25, deadline=None)

@@ -229,7 +229,7 @@ def test_sinks_builtin_lesson():
 def test_gpt_oss_yarn_without_truncation_matches_transformers(folders):
     """gpt-oss's yarn keeps the ramp's ends fractional (truncate false): the frequencies and the
     attention factor as transformers computes them, and not as the truncated ramp would give."""
-    from tracer import rope
+    from tracer.mechanisms.rotary import frequencies as rope
     from tracer.models.config import read_config
     folder, model = folders["gpt_oss"]
     spec = read_config(folder).kinds[1].rope

@@ -5,9 +5,9 @@
     trace["h0.weights"], trace.explain("h0.scores", 1, 2)
 """
 from .kernels.cache import on_compile
-from .alibi import alibi_slopes
 from .arithmetic import PRESETS, Arithmetic, resolve
 from .errors import AttentionWarning, ScenarioError
+from .mechanisms.alibi import alibi_slopes
 from .models import from_model, from_transformers
 from .check import check   # the functions (their modules, imported first, are tracer/check.py, sdpa.py)
 from .sdpa import sdpa

@@ -117,7 +117,8 @@ def attend_numpy(t, off, q, kbuf, vbuf, grid, sums, z, arithmetic, d_k: int, per
 
 def compute(run, run_trace) -> tuple[dict, Decoded, bool]:
     """The prefill's arrays by id, the decode's packed arrays, and whether every value stayed finite."""
-    from . import kernels, rope
+    from . import kernels
+    from .mechanisms.rotary import frequencies
     from .numpy_engine import layer_norm
     sc, a, dt, p = run.scenario, run.arithmetic, run.dtype, run.scenario.decode
     arrays, pre = prefill(run, run_trace)
@@ -129,8 +130,8 @@ def compute(run, run_trace) -> tuple[dict, Decoded, bool]:
     w, b = _stacked(sc, dt)
     heads, groups, d_k = sc.heads, sc.groups, sc.d_k
     if sc.rope is not None:
-        cos, sin = rope.tables(sc.n, d_k, sc.rope, dt)
-        first, second = rope.pairs(rope.rotary_dims(sc.rope, d_k), sc.rope["style"])
+        cos, sin = frequencies.tables(sc.n, d_k, sc.rope, dt)
+        first, second = frequencies.pairs(frequencies.rotary_dims(sc.rope, d_k), sc.rope["style"])
     w_o = None if sc.w_o is None else np.ascontiguousarray(sc.w_o, dtype=dt)
     b_o = None if sc.b_o is None else np.asarray(sc.b_o, dtype=dt)[0]
     compiled = run.engine == "fused"

@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from .ids import parse
-from .rope import pairs, rotary_dims
+from .mechanisms.rotary.frequencies import pairs, rotary_dims
 
 # the kinds of a layer in the order a mistake carries forward: one made at a kind shows at the later ones
 CHAIN = ("x", "context", "freqs", "q", "k", "v", "v_down", "q_norm", "k_norm", "q_rot", "k_rot", "scores",

@@ -37,8 +37,8 @@ def underflow(trace, h: int, sums: np.ndarray) -> None:
     if sums.min() >= info.tiny * sums.shape[0] * 2:   # the usual case, one comparison: every largest power is normal
         return
     may = np.ones(len(sums), bool) if trace.allowed is None else trace.allowed.any(axis=1)
-    if trace.scenario.score_bias is not None:   # an additive mask's −∞ hides keys too (tracer/score_bias.py)
-        from .score_bias import hidden
+    if trace.scenario.score_bias is not None:   # an additive mask's −∞ hides keys too (mechanisms/score_bias.py)
+        from .mechanisms.score_bias import hidden
         may &= ~hidden(trace, h).all(axis=1)
     lost = np.flatnonzero((sums[:, 0] == 0) & may)
     if lost.size:

@@ -71,7 +71,7 @@ def fused(run, heads: list[int], q, k, v, keep: bool = False) -> tuple[dict, lis
     """Heads `heads` (q, k, v: heads × n × d) on the compiled kernel: z and each block's max,
     rescale and sums (views of one array per kind); with keep, also the scores, powers and acc."""
     from . import kernels
-    from .layer import BLOCK
+    from .kernels import ROWS
     from .masks import mask_matrix, mask_kind
     sc, a, dt = run.scenario, run.arithmetic, run.dtype
     n, m_keys, d_v = q.shape[1], k.shape[1], v.shape[2]
@@ -83,7 +83,7 @@ def fused(run, heads: list[int], q, k, v, keep: bool = False) -> tuple[dict, lis
              np.empty((len(heads), n, nb * d_v) if keep else (1, 1, 1), dt))
     rule = kernels.rule(a, mask_kind(run.mask), sc.d_k)
     bad = np.zeros(len(heads), np.int8)
-    kernels.online_heads(q, k, v, state, z, tiles, bad, rule, mask_matrix(run), min(a.block, m_keys), BLOCK, keep)
+    kernels.online_heads(q, k, v, state, z, tiles, bad, rule, mask_matrix(run), min(a.block, m_keys), ROWS, keep)
     out = {}
     for i, h in enumerate(heads):
         out[step_id("z", h)] = z[i]

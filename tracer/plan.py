@@ -15,7 +15,7 @@ def context(dims: Dims, arithmetic, columns: bool, mask) -> Context:
 
 def latent_sizes(dims: Dims) -> dict:
     """The axes of multi-head latent attention's steps (0 without it)."""
-    rank, rope, nope, q_rank, *_ = dims.mla or (0, 0, 0, 0)
+    rank, rope, nope, q_rank, *_ = dims.latent or (0, 0, 0, 0)
     return dict(latent=rank, rope=rope, nope=nope, q_latent=q_rank)
 
 

@@ -25,7 +25,7 @@ def _formulas(ctx: Context) -> dict:
         sums="Σ of the powers", weights="a = powers ÷ sums" if ctx.arithmetic.normalize == "softmax" else "a = max(0, s)",
         z="z_t = V_cache·a" if cols else "z_t = a·V_cache",
         k_cache=KINDS["k_cache"].formula(ctx), v_cache=KINDS["v_cache"].formula(ctx))
-    if ctx.dims.mla:   # latent attention: the cache holds c_kv and k_pe; the scores read it absorbed
+    if ctx.dims.latent:   # latent attention: the cache holds c_kv and k_pe; the scores read it absorbed
         out.update({kind: KINDS[kind].formula(ctx) for kind in ("q_nope", "q_pe", "q_latent")},
                    scores="s = C_cache·q_latent + K_PE_cache·q_pe   (absorbed: no key rebuilt)" if cols else
                    "s = q_latent·C_cacheᵀ + q_pe·K_PE_cacheᵀ   (absorbed: no key rebuilt)",
@@ -64,7 +64,7 @@ def _token(ctx: Context, t: int, formulas: dict) -> list[Step]:
     def add(kind, inputs, head=None, group=None, width=None, formula=None):
         axes = KINDS[kind].axes(ctx) if callable(KINDS[kind].axes) else KINDS[kind].axes
         axes = ("key", axes[1]) if kind in ("k_cache", "v_cache", "ckv_cache", "kpe_cache") or \
-            (kind == "v" and dims.mla) else axes
+            (kind == "v" and dims.latent) else axes
         shape = (size[axes[0]], width or size[axes[1]])
         starts = (0 if axes[0] == "key" else t, 0)
         if cols:
@@ -74,7 +74,7 @@ def _token(ctx: Context, t: int, formulas: dict) -> list[Step]:
                           starts=tuple(starts), about=KINDS[kind].why_in(ctx)))
         return sid
 
-    if dims.mla:
+    if dims.latent:
         _latent_token(ctx, t, add)
         return steps
 
@@ -126,9 +126,9 @@ def _layer(ctx: Context, zs: list[str], add) -> None:
 def _latent_token(ctx: Context, t: int, add) -> None:
     """A decoded token under latent attention: the cache grows by its c_kv and k_pe row; each head
     makes its query, absorbs W_UK into it and reads the scores straight from the cache."""
-    from .steps.latent import q_source
+    from .mechanisms.latent.steps import q_source
     dims = ctx.dims
-    rank, rope, *_ = dims.mla
+    rank, rope, *_ = dims.latent
     heads, d_v = dims.heads, dims.d_v
     before = lambda kind: "c_kv" if t == dims.prompt else step_id(kind, token=t - 1)  # noqa: E731
     cached = (t + 1) * (rank + rope)

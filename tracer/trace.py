@@ -14,7 +14,7 @@ from functools import cached_property
 
 import numpy as np
 
-from . import compute, memory
+from . import compute, mechanisms, memory
 from .arithmetic import Arithmetic, resolve
 from .errors import AttentionWarning, ScenarioError
 from .given import SYMBOLS
@@ -23,7 +23,6 @@ from .numeric import check_fits, overflow, underflow
 from .masks import allowed_matrix, mask_matrix
 from .plans import cached_plan, head_ids
 from .scenario import Scenario, load_scenario, read_mask
-from .sinks import refuse_relu
 from .steps import Step
 
 
@@ -52,7 +51,7 @@ class Trace:
         self._done: set[int] = set()      # heads whose steps are computed (and not dropped since)
         self._decoded = None              # a [decode] run's packed arrays (tracer/decode.py)
         self.memo: dict = {}              # what several heads share, computed once (layer.shared)
-        if scenario.context is not None or scenario.norm_in is not None or scenario.rope is not None:
+        if any(s.spec.scope == "input" and s.id != "x" for s in steps):   # context, norm_in, freqs, latents
             self._record(compute.inputs(self))
 
     # ------------------------------------------------------------ reading
@@ -191,8 +190,7 @@ class Trace:
             heads = list(range(self.heads))
             self._record_heads(heads, *compute.fused_heads(self, heads))
             self._done.update(heads)
-        sc = self.scenario
-        if self.heads > 1 or sc.w_o is not None or sc.residual or sc.out_norm is not None:
+        if any(s.spec.scope == "layer" for s in self.steps):   # concat, out, its norm, the residual
             self._tail()
         return self
 
@@ -247,8 +245,9 @@ class Trace:
         """A [decode] run: everything at once the first time (prefill, then token by token); a
         decoded token's step is a view of the packed arrays, made when it is asked for."""
         if self._decoded is None:
-            from . import decode, mla   # under latent attention the cache is c_kv and k_pe (mla.py)
-            compute_ = mla.decode if self.scenario.mla is not None else decode.compute
+            from . import decode
+            from .mechanisms.latent import compute as latent   # under latent attention the cache is c_kv and k_pe
+            compute_ = latent.decode if self.scenario.mla is not None else decode.compute
             arrays, self._decoded, finite = compute_(self, run)   # run: the prefill's trace
             self._record(arrays)
             if not finite:
@@ -282,8 +281,8 @@ def _setup(scenario: Scenario, preset: str | None, overrides: dict) -> tuple:
         mask = scenario.mask if arith.mask is None else read_mask(arith.mask, scenario.n, layout, scenario.m)
         if scenario.decode is not None:
             _decodable(mask, arith)
-        _standard_only(scenario, arith)
-        refuse_relu(scenario, arith.normalize)
+        mechanisms.refuse_online(scenario, arith)
+        mechanisms.refuse_arithmetic(scenario, arith.normalize)
     except ScenarioError as err:
         raise _culprit(err, scenario, overrides) from None
     got = (weakref.ref(scenario), arith, layout, mask, cached_plan(scenario, arith, layout, mask))
@@ -331,17 +330,6 @@ def _decodable(mask, arithmetic: Arithmetic) -> None:
                             "already: there is no n × n matrix to avoid)")
 
 
-def _standard_only(scenario: Scenario, arithmetic: Arithmetic) -> None:
-    """Soft-capping and ALiBi change each score on its own: the online blocks do not (yet) do it."""
-    if arithmetic.online and (scenario.softcap is not None or scenario.alibi is not None or scenario.sinks is not None
-                              or scenario.mla is not None or scenario.score_bias is not None):
-        what = "softcap" if scenario.softcap is not None else "alibi" if scenario.alibi is not None else \
-            "weights.sinks" if scenario.sinks is not None else "score_bias" if scenario.score_bias is not None \
-            else "[mla]"
-        raise ScenarioError("algorithm", f"expected standard with {what} (the online algorithm's blocks are not "
-                            "capped, biased or given a sink here; the standard one shows each step)")
-
-
 def run(scenario, arithmetic: str | None = None, *, lazy: bool | None = None, engine: str = "auto",
         **overrides) -> Trace:
     """Trace a scenario (a Scenario, a built-in name or a path) under a preset (`exact`,
@@ -366,7 +354,7 @@ def run(scenario, arithmetic: str | None = None, *, lazy: bool | None = None, en
                                 "computed on demand, a few kept) or fewer tokens", scenario.source)
     allowed = mask_matrix(trace)
     if scenario.score_bias is not None:   # an additive mask's −∞ hides keys too, head by head
-        from . import score_bias
+        from .mechanisms import score_bias
         lonely = score_bias.lonely(trace)
     else:
         lonely = [] if allowed is None else [scenario.tokens[i] for i in np.flatnonzero(~allowed.any(axis=1))]

@@ -5,17 +5,17 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..checks import kind
+from ..checks import kind, positive
 from ..errors import ScenarioError
 from ..masks import MAX_WINDOW
 from ..readfile import CONFIG_BYTES, checkpoint_json
 from .experts import read_moe
 from .families import ACTIVATIONS, FAMILIES, SWITCHES, Family
-from .latent import expert_sizes, latent_sizes
-from .rotary import LAYER_TYPES, label, rope_spec
+from ..mechanisms.latent.checkpoint import expert_sizes, latent_sizes
+from ..mechanisms.rotary.checkpoint import LAYER_TYPES, label, rope_spec
 
 UNBOUNDED = 2**31 - 1           # ALiBi's families name no longest text
 
@@ -53,7 +53,8 @@ class Config:
     activation: str        # "silu", "gelu", "gelu_tanh" or "gelu_bloom"
     inner: int             # the MLP's hidden width
     kinds: tuple = ()      # one Kind per layer
-    softcap: float | None = None
+    parts: dict = field(default_factory=dict)   # what config.json says of each mechanism the family has (soft-capping's C …),
+    #                                             by the mechanism's name (tracer/mechanisms: each reads its own keys)
     scale: float | None = None        # the scores' divisor when it is not √head_dim
     embed_scale: float = 1.0
     mla: dict | None = None           # DeepSeek: latent attention's sizes (latent.py)
@@ -116,7 +117,7 @@ def parse(data: dict, names=None) -> Config:
                   ACTIVATIONS[activation],
                   get.positive("inner") if gated else get.positive("inner", 4 * d_model),
                   kinds=tuple(_kinds(data, fam, layers, head_dim)),
-                  softcap=_positive(data, fam.softcap), scale=_positive(data, fam.scale, 256.0),
+                  parts=_parts(data, fam), scale=_scale(data, fam.scale),
                   embed_scale=math.sqrt(d_model) if fam.embed_scale else 1.0,
                   moe=read_moe(data, fam.experts, layers) if fam.experts else None, **extra)
 
@@ -140,16 +141,17 @@ def _refuse(model_type: str, data: dict) -> None:
             raise ScenarioError(key, f"{str(value).lower()} is not supported; expected {str(not value).lower()}")
 
 
-def _positive(data: dict, key: str | None, default: float | None = None) -> float | None:
-    """A positive number from config.json (a cap, a scale), or None when the family has no such key."""
-    if key is None:
-        return None
-    value = data.get(key, default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < math.inf:
-        raise ScenarioError(key, f"expected a finite number > 0, got {kind(value)}")
-    return math.sqrt(value) if key == "query_pre_attn_scalar" else float(value)
+def _parts(data: dict, fam: Family) -> dict:
+    """Each mechanism's reading of config.json (what it sets in a traced layer: its `checkpoint`)."""
+    from ..mechanisms import MECHANISMS
+    said = {m.name: m.config(data, fam) for m in MECHANISMS.values()}
+    return {name: value for name, value in said.items() if value is not None}
+
+
+def _scale(data: dict, key: str | None) -> float | None:
+    """The scores' divisor from config.json (Gemma's query_pre_attn_scalar s: √s), or None."""
+    value = positive(data, key, 256.0)
+    return None if value is None else math.sqrt(value) if key == "query_pre_attn_scalar" else value
 
 
 def _kinds(data: dict, fam: Family, layers: int, head_dim: int) -> list[Kind]:

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .. import rope
+from ..mechanisms.rotary import frequencies as rope
 from ..errors import ScenarioError
 from .blocks import _mlp, _norm, _read_linear, check_shapes, prefix
 from .config import Config

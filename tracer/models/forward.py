@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from .. import rope
-from ..alibi import alibi_slopes
+from ..mechanisms.alibi import alibi_slopes
+from ..mechanisms.rotary import frequencies as rope
 from ..kernels.blas import one_thread
 from . import experts
 from .blocks import Block
@@ -85,8 +85,8 @@ def weights(q: np.ndarray, k: np.ndarray, cfg: Config, kind: Kind, sinks: np.nda
     (with each head's sink logit as one more column, dropped after: the tokens' shares sum to 1 − sink)."""
     n, position = q.shape[1], cfg.family.position
     s = np.einsum("hid,hjd->hij", q, k, optimize=True) / (cfg.scale or math.sqrt(q.shape[-1]))
-    if cfg.softcap is not None:
-        s = cfg.softcap * np.tanh(s / cfg.softcap)
+    if cfg.parts.get("softcap") is not None:
+        s = cfg.parts["softcap"] * np.tanh(s / cfg.parts["softcap"])
     if position.startswith("alibi"):
         slopes = alibi_slopes(q.shape[0]) / (math.sqrt(q.shape[-1]) if position == "alibi_unscaled" else 1.0)
         s = s - slopes[:, None, None] * (np.arange(n)[:, None] - np.arange(n)[None, :])

@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import kind
-from .errors import ScenarioError
+from ..checks import kind
+from ..errors import ScenarioError
+from .declaration import Mechanism
 
 NAME = "score_bias"
 
 
-def read(value, heads: int, n: int, m: int, layout: str) -> np.ndarray | None:
+def read(scenario, data: dict) -> dict:
+    sc = scenario
+    return {"score_bias": matrices(data.get(NAME), sc.heads, sc.n, sc.m, sc.layout)}
+
+
+def matrices(value, heads: int, n: int, m: int, layout: str) -> np.ndarray | None:
     """heads × query × key (rows orientation) from one matrix for all heads or one per head,
     written like the layout's scores; numbers or −∞ (+∞ and NaN are refused)."""
     if value is None:
@@ -95,3 +101,10 @@ def lonely(trace) -> list[str]:
         rows = np.flatnonzero(hidden(trace, h).all(axis=1))
         out += [f"{trace.scenario.tokens[i]} (head {h})" for i in rows]
     return out
+
+
+# an additive mask (one matrix or one per head, −∞ hiding a key): given, per head (its numbers are
+# the trace's input); its step is the mask's (steps/scores.masked)
+DECLARATION = Mechanism(
+    NAME, "an additive mask", field=NAME, label=NAME, keys=(NAME,), read=read, arguments={NAME: NAME},
+    describe=lambda sc: True, fused=False, online=False, decode=False)

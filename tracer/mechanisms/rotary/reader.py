@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import choice, kind, number, quoted, suggest, unknown
-from ..errors import ScenarioError
-from ..rope import SCALINGS
+from ...checks import choice, kind, number, quoted, suggest, unknown
+from ...errors import ScenarioError
+from .frequencies import SCALINGS
 
 # each scaling's keys: (required, optional with its default; None: no default)
 SCALING_KEYS = {"linear": (("factor",), {}),

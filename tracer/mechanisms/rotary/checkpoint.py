@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 import numbers
 
-from ..checks import kind
-from ..errors import ScenarioError
+from ...checks import kind
+from ...errors import ScenarioError
 
 TYPES = ("default", "linear", "llama3", "yarn")
 LAYER_TYPES = ("full_attention", "sliding_attention")

@@ -7,20 +7,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import rope
-from ..ids import parse
-from .base import Kind, register
-from .cell import whole_row
-from .scores import standard
+from ...ids import parse
+from ...steps.base import Kind, register
+from ...steps.cell import whole_row
+from ...steps.inputs import PRODUCTS
+from ...steps.scores import standard
+from ..rotary import frequencies
+
+
+_NORMED = ("multiply each pair of numbers and add the products; with a gain, divide by the row's root mean square "
+           "and multiply by the gain")
+_TURNED = "project the row, then turn its pair: first·cos − second·sin, or first·sin + second·cos"
 
 
 def _on(ctx) -> bool:
-    return bool(ctx.dims.mla)
+    return bool(ctx.dims.latent)
 
 
 def q_source(ctx) -> str:
     """What the heads' queries are projected from: the compressed c_q, or the layer's input."""
-    return "c_q" if ctx.dims.mla[3] else ctx.source()
+    return "c_q" if ctx.dims.latent[3] else ctx.source()
 
 
 def _m(cell) -> dict:
@@ -35,7 +41,7 @@ def _raw(cell, src: str, w: np.ndarray) -> np.ndarray:
 def cache_words(sc) -> str:
     """This layer's KV cache per token beside the other kinds of attention's (DeepSeek-V2's table)."""
     m, sizes = sc.mla, sc.cache_per_token()
-    from ..mla import gqa_groups
+    from .compute import gqa_groups
     g = gqa_groups(sc.heads)
     return (f"a token adds {m['rank']} + {m['rope']} = {sizes['MLA']} numbers to the cache; multi-head attention "
             f"with {sc.heads} heads of {sc.d_v} would add 2·{sc.heads}·{sc.d_v} = {sizes['MHA']}, grouped-query "
@@ -49,7 +55,7 @@ def _latent_formula(name: str, w: str, norm: int):
     def formula(ctx) -> str:
         src = {"x": "X", "norm_in": "N"}[ctx.source()]
         prod = f"{w}·{src}" if ctx.columns else f"{src}·{w}"
-        normed = ctx.dims.mla[norm]
+        normed = ctx.dims.latent[norm]
         body = f"{name} = RMS-normed({prod})·g" if normed else f"{name} = {prod}"
         return body + ("   (cached, with k_pe)" if name == "C_KV" else "")
     return formula
@@ -86,7 +92,8 @@ register(Kind(
     "The larger models squeeze each token into a small vector before making its queries too (a "
     "low-rank W_Q = W_DQ·W_UQ): fewer weights to learn and to read. Only the keys' latent is cached.",
     formula=_latent_formula("C_Q", "W_DQ", 5), explain=_latent_explain("c_q"), sources=_row_sources,
-    inputs=lambda ctx, h: [ctx.source()], present=lambda ctx: _on(ctx) and ctx.dims.mla[3] > 0), after="norm_in")
+    inputs=lambda ctx, h: [ctx.source()], present=lambda ctx: _on(ctx) and ctx.dims.latent[3] > 0, tip=_NORMED),
+    after="norm_in")
 register(Kind(
     "c_kv", "Latent (cached)", ("token", "latent"), "input",
     "Multi-head latent attention keeps one small vector per token, the latent, instead of every head's "
@@ -94,7 +101,7 @@ register(Kind(
     "latent and the rotary key k_pe are all a decoder caches, a few times less than multi-head "
     "attention's keys and values.",
     formula=_latent_formula("C_KV", "W_DKV", 4), explain=_latent_explain("c_kv"), sources=_row_sources,
-    inputs=lambda ctx, h: [ctx.source()], present=_on), after="c_q")
+    inputs=lambda ctx, h: [ctx.source()], present=_on, tip=_NORMED), after="c_q")
 
 
 # ------------------------------------------------------------------ the rotary parts
@@ -103,11 +110,11 @@ def _turned(cell, raw: np.ndarray, name: str) -> str:
     """A rotated cell from its unrotated row `raw` (src·W): the pair it belongs to, turned."""
     spec, j, f = cell.scenario.rope, cell.j, cell.f
     d = raw.shape[0]
-    i = rope.pair_of(j, d, spec["style"])
-    first, second = rope.pairs(d, spec["style"])
-    p = rope.positions(spec, cell.at + 1)[-1]
+    i = frequencies.pair_of(j, d, spec["style"])
+    first, second = frequencies.pairs(d, spec["style"])
+    p = frequencies.positions(spec, cell.at + 1)[-1]
     theta = float(cell.rows("freqs")[i, 0])
-    a = rope.attention_factor(spec)
+    a = frequencies.attention_factor(spec)
     c, s = float(np.cos(p * theta)) * a, float(np.sin(p * theta)) * a
     x, y = raw[first[i]], raw[second[i]]
     angle = f"{p:g}θ{i}"
@@ -132,7 +139,7 @@ def _q_pe_explain(cell) -> str:
 
 def _turned_sources(cell) -> dict:
     src = cell.step.inputs[0]
-    i = rope.pair_of(cell.j, cell.rows(cell.step.id).shape[1], cell.scenario.rope["style"])
+    i = frequencies.pair_of(cell.j, cell.rows(cell.step.id).shape[1], cell.scenario.rope["style"])
     return {**whole_row(src, cell.at, cell.rows(src).shape[1]), "freqs": [(i, 0)]}
 
 
@@ -152,7 +159,7 @@ def _pe_formula(name: str, w: str):
 
 register(Kind("k_pe", "Rotary key (cached, shared)", ("token", "rope"), "input", _PE_WHY,
               formula=_pe_formula("K_PE", "W_KR"), explain=_k_pe_explain, sources=_turned_sources,
-              inputs=lambda ctx, h: [ctx.source(), "freqs"], present=_on), after="freqs")
+              inputs=lambda ctx, h: [ctx.source(), "freqs"], present=_on, tip=_TURNED), after="freqs")
 
 
 # ------------------------------------------------------------------ each head's parts
@@ -179,16 +186,16 @@ register(Kind("q_nope", "Queries, without positions", ("token", "nope"), "head",
               "Each head's query has two parts: this one is compared with the keys rebuilt from the latent "
               "(it knows nothing of positions), q_pe with the shared rotary key.",
               formula=_projection_formula("Q_NOPE", "W_UQ", q_source), explain=_q_nope_explain, sources=_row_sources,
-              inputs=lambda ctx, h: [q_source(ctx)], present=_on), after="q")
+              inputs=lambda ctx, h: [q_source(ctx)], present=_on, tip=PRODUCTS), after="q")
 register(Kind("q_pe", "Queries, rotary part", ("token", "rope"), "head", _PE_WHY,
               formula=_pe_formula("Q_PE", "W_QR"), explain=_q_pe_explain, sources=_turned_sources,
-              inputs=lambda ctx, h: [q_source(ctx), "freqs"], present=_on), after="q_nope")
+              inputs=lambda ctx, h: [q_source(ctx), "freqs"], present=_on, tip=_TURNED), after="q_nope")
 register(Kind("k_nope", "Keys, rebuilt", ("token", "nope"), "kv",
               "Each head rebuilds its keys from the cached latent with its own up-projection W_UK: "
               "different heads look for different things in the same few numbers per token.",
               formula=_projection_formula("K_NOPE", "W_UK", lambda ctx: "c_kv"), explain=_k_nope_explain,
               sources=lambda cell: whole_row("c_kv", cell.i, cell.rows("c_kv").shape[1]),
-              inputs=lambda ctx, h: ["c_kv"], present=_on), after="k")
+              inputs=lambda ctx, h: ["c_kv"], present=_on, tip=PRODUCTS), after="k")
 
 
 # ------------------------------------------------------------------ the absorbed form
@@ -226,14 +233,16 @@ register(Kind("q_latent", "Queries, absorbed", ("token", "latent"), "head", _ABS
               else "Q_LATENT = Q_NOPE·W_UKᵀ   (W_UK absorbed into the query)",
               explain=_q_latent_explain,
               sources=lambda cell: whole_row(cell.step.inputs[0], cell.i, cell.rows(cell.step.inputs[0]).shape[1]),
-              inputs=lambda ctx, h: [ctx.sid("q_nope", h)], present=lambda ctx: _on(ctx) and standard(ctx)),
-         after="scores")
+              inputs=lambda ctx, h: [ctx.sid("q_nope", h)], present=lambda ctx: _on(ctx) and standard(ctx),
+              tip="multiply the query by the row of W_UK number by number, then add the products"), after="scores")
 register(Kind("absorbed", "Scores from the cache", ("query", "key"), "head", _ABSORBED_WHY,
               formula=lambda ctx: ("S = C_KVᵀ·Q_LATENT + K_PEᵀ·Q_PE   (the same S, from the cache)" if ctx.columns
                                    else "S = Q_LATENT·C_KVᵀ + Q_PE·K_PEᵀ   (the same S, from the cache)"),
               explain=_absorbed_explain, sources=_absorbed_sources,
               inputs=lambda ctx, h: [ctx.sid("q_latent", h), "c_kv", ctx.sid("q_pe", h), "k_pe"],
-              present=lambda ctx: _on(ctx) and standard(ctx)), after="q_latent")
+              present=lambda ctx: _on(ctx) and standard(ctx),
+              tip="two dot products added: the absorbed query with the latent, the rotary query with the rotary key"),
+         after="q_latent")
 
 
 # ------------------------------------------------------------------ [decode]: the latent cache

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import Shapes, kind, matrix, number, per_head, unknown
-from ..errors import ScenarioError
-from .parts import vectors
+from ...checks import Shapes, kind, matrix, number, per_head, unknown, vectors
+from ...errors import ScenarioError
 
 MLA_KEYS = ("down", "rope_k", "up_k", "up_v", "q", "rope_q", "q_down", "kv_norm", "q_norm", "norm_eps")
 KEPT = ("o", "bo", "sinks")   # what [weights] may still hold beside [mla]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 import numbers
 
-from ..checks import kind
-from ..errors import ScenarioError
+from ...checks import kind
+from ...errors import ScenarioError
 
 MLA_KEYS = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 EXPERT_KEYS = ("n_routed_experts", "num_experts_per_tok", "moe_intermediate_size")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .layer import refuse_zero_rows, rotate_one
+from ...rms import refuse_zero_rows
+from ..rotary.rotation import rotate_one
 
 
 def cache_per_token(heads: int, head_dim: int, groups: int, kv_rank: int, rope_dims: int) -> dict[str, int]:
@@ -49,7 +50,7 @@ def inputs(run, K, got: dict) -> dict:
     if m["w_dq"] is not None:
         out["c_q"] = _normed(K, K.project(src, _c(m["w_dq"], dt)), m["q_norm"], m["eps"], dt, "c_q", run)
     out["c_kv"] = _normed(K, K.project(src, _c(m["w_dkv"], dt)), m["kv_norm"], m["eps"], dt, "c_kv", run)
-    out["k_pe"] = rotate_one(K, run, K.project(src, _c(m["w_kr"], dt)))
+    out["k_pe"] = rotate_one(K, run.scenario.rope, K.project(src, _c(m["w_kr"], dt)), dt)
     return out
 
 
@@ -61,7 +62,7 @@ def stage_head(run, h: int, K) -> dict:
     c_kv, k_pe = run.held("c_kv"), run.held("k_pe")
     src = run.held("c_q") if sc.mla["w_dq"] is not None else run.held("norm_in") if sc.norm_in is not None else run.x
     w = sc.w_q[h]
-    got = {"q_nope": K.project(src, _c(w[:, :nope], dt)), "q_pe": rotate_one(K, run, K.project(src, _c(w[:, nope:], dt))),
+    got = {"q_nope": K.project(src, _c(w[:, :nope], dt)), "q_pe": rotate_one(K, sc.rope, K.project(src, _c(w[:, nope:], dt)), dt),
            "k_nope": K.project(c_kv, _c(sc.w_k[h], dt)), "v": K.project(c_kv, _c(sc.w_v[h], dt))}
     q = np.ascontiguousarray(np.concatenate([got["q_nope"], got["q_pe"]], axis=1))
     k = np.ascontiguousarray(np.concatenate([got["k_nope"], k_pe], axis=1))
@@ -100,18 +101,18 @@ def decode(run, run_trace) -> tuple[dict, object, bool]:
     by id (every decoded step, rows orientation), a viewer of them, and whether all stayed finite."""
     from types import SimpleNamespace
 
-    from . import rope
-    from .decode import prefill
-    from .ids import step_id
-    from .numpy_engine import layer_norm
-    from .online import _power, _scaled
+    from ...decode import prefill
+    from ...ids import step_id
+    from ...numpy_engine import layer_norm
+    from ...online import _power, _scaled
+    from ..rotary import frequencies
     sc, a, dt, p = run.scenario, run.arithmetic, run.dtype, run.scenario.decode
     m, heads, nope = sc.mla, sc.heads, sc.mla["nope"]
     arrays, _ = prefill(run, run_trace)
     c_kv, k_pe = run.held("c_kv"), run.held("k_pe")
     src = run.held("c_q") if m["w_dq"] is not None else run.held("norm_in") if sc.norm_in is not None else run.x
-    cos, sin = rope.tables(sc.n, m["rope"], sc.rope, dt)
-    first, second = rope.pairs(m["rope"], sc.rope["style"])
+    cos, sin = frequencies.tables(sc.n, m["rope"], sc.rope, dt)
+    first, second = frequencies.pairs(m["rope"], sc.rope["style"])
     ok = True
     with np.errstate(all="ignore"):
         for t in range(p, sc.n):
