@@ -167,23 +167,33 @@ def head_weights(sc, h: int, dt) -> tuple:
 
 
 def _rule(run, h: int = 0) -> tuple:
-    """The arithmetic (and head h's cap and ALiBi slope) as kernels.attend takes it."""
+    """The arithmetic, and head h's mechanisms of the scores, as kernels.attend takes them."""
     a, sc = run.arithmetic, run.scenario
     c = a.scale_divisor(sc.d_k)
     return (0 if c is None else 2 if a.scale == "floor" else 1, 1.0 if c is None else c,
             a.normalize == "softmax", a.softmax_base == "e", a.base, a.stable, run.allowed is not None,
-            0.0 if sc.softcap is None else float(sc.softcap), sc.alibi is not None,
-            0.0 if sc.alibi is None else float(sc.alibi[h]))
+            0.0 if sc.softcap is None else float(sc.softcap),                          # soft-capping: C
+            sc.alibi is not None, 0.0 if sc.alibi is None else float(sc.alibi[h]),     # ALiBi: the head's slope
+            sc.score_bias is not None,                                                 # an additive mask: _bias
+            sc.sinks is not None, 0.0 if sc.sinks is None else float(sc.sinks[h]))     # a sink: the head's logit
 
 
-_ATTEND = ("scores", "scaled", "capped", "biased", "masked", "exp", "sums", "weights", "z")   # attend's results
+def _bias(run, h: int) -> np.ndarray:
+    """Head h's additive mask M_h in the run's dtype (query × key), or a 1 × 1 stand-in without one."""
+    sc = run.scenario
+    if sc.score_bias is None:
+        return np.zeros((1, 1), run.dtype)
+    return np.ascontiguousarray(sc.score_bias[h], dtype=run.dtype)
+
+
+_ATTEND = ("scores", "scaled", "capped", "biased", "masked", "exp", "sums", "sink", "weights", "z")   # attend's
 
 
 def _stage_head(run, h: int, K) -> tuple[dict, bool]:
     sc, dt, ids = run.scenario, run.dtype, run.plan_ids(h)
     allowed = _ONE if run.allowed is None else run.allowed
     if sc.w_v_down is None and textbook(sc) and not run.arithmetic.online:   # one call for the whole head
-        *arrays, finite = K.textbook_head(run.x, *head_weights(sc, h, dt), allowed, _rule(run))
+        *arrays, finite = K.textbook_head(run.x, *head_weights(sc, h, dt), allowed, _bias(run, h), _rule(run))
         return {ids[kind]: arr for kind, arr in zip(("q", "k", "v", *_ATTEND), arrays) if kind in ids}, finite
     if sc.mla is not None:   # latent attention: its own projections, then the same attend
         return _latent_head(run, h, K, ids, allowed)
@@ -199,35 +209,16 @@ def _stage_head(run, h: int, K) -> tuple[dict, bool]:
         from . import online
         out.update(online.stage_head(run, h, kv, q))
         return out, bool(np.isfinite(out[step_id("z", h)]).all())
-    *arrays, finite = K.attend(q, k, kv["v"], allowed, _rule(run, h))
-    got = dict(zip(_ATTEND, arrays))
-    finite = _after_attend(run, h, K, got, kv["v"], finite)
-    out.update({ids[kind]: arr for kind, arr in got.items() if kind in ids})
+    *arrays, finite = K.attend(q, k, kv["v"], allowed, _bias(run, h), _rule(run, h))
+    out.update({ids[kind]: arr for kind, arr in zip(_ATTEND, arrays) if kind in ids})
     return out, finite
-
-
-def _after_attend(run, h: int, K, got: dict, v, finite: bool) -> bool:
-    """An additive mask, then a sink: each changes the masked scores' softmax, so the powers, sums,
-    weights and z are computed again (in `got`); whether everything stayed finite."""
-    sc = run.scenario
-    if sc.score_bias is not None:   # masked = the scores + M_h (mechanisms/score_bias.py)
-        from .mechanisms import score_bias
-        again, finite_again = score_bias.added(K, run, h, got, v)
-        got.update(again)
-        finite = finite_again and bool(np.isfinite(got["biased"]).all())
-    if sc.sinks is not None:   # the sink joins the softmax: powers, sums, weights and z again
-        from .mechanisms.sinks import with_sink
-        got.update(with_sink(got["masked"], v, float(sc.sinks[h]), run.arithmetic))
-        finite = finite and bool(np.isfinite(got["sums"]).all() and np.isfinite(got["z"]).all())
-    return finite
 
 
 def _latent_head(run, h: int, K, ids: dict, allowed) -> tuple[dict, bool]:
     from .mechanisms.latent import compute as latent
     got, q, k = latent.stage_head(run, h, K)
-    *arrays, finite = K.attend(q, k, got["v"], allowed, _rule(run, h))
+    *arrays, finite = K.attend(q, k, got["v"], allowed, _bias(run, h), _rule(run, h))
     got.update(zip(_ATTEND, arrays))
-    finite = _after_attend(run, h, K, got, got["v"], finite)
     got.update(latent.absorbed(run, h, got))
     return {ids[kind]: arr for kind, arr in got.items() if kind in ids}, finite
 

@@ -61,6 +61,17 @@ def refuse_zero(run, which: str, index: list[int], a: np.ndarray) -> None:
     refuse_zero_rows(a, sc.qk_norm_eps, "weights.norm_eps", words, sc.source)
 
 
+def rows(m: np.ndarray, gain: np.ndarray, eps: float, scope: str) -> np.ndarray:
+    """QK-norm in NumPy: each head's rows (scope "head", gain over its d_k), or each token's row of
+    every head side by side (scope "all", OLMo 2: gain over heads·d_k). m is heads × n × d. The
+    trace's stacks and the earlier blocks of a checkpoint take it from here."""
+    if scope == "head":
+        return rms_rows(m, gain, eps)
+    heads, n, d = m.shape
+    flat = m.transpose(1, 0, 2).reshape(n, heads * d)
+    return rms_rows(flat, gain.reshape(1, -1), eps).reshape(n, heads, d).transpose(1, 0, 2)
+
+
 def normed_all(run, which: str, index: list[int], a: np.ndarray) -> np.ndarray:
     """QK-norm of the queries (which = "q") of consecutive heads `index`, or of the keys of those
     groups (a: … × tokens × d_k): each head's row over its own d_k, or (scope "all") each token's
@@ -69,7 +80,7 @@ def normed_all(run, which: str, index: list[int], a: np.ndarray) -> np.ndarray:
     gain = (sc.q_norm if which == "q" else sc.k_norm)[index[0]:index[-1] + 1, None, :]
     if sc.qk_norm_scope == "head":
         refuse_zero(run, which, index, a)
-        return rms_rows(a, gain, sc.qk_norm_eps)
+        return rows(a, gain, sc.qk_norm_eps, "head")
     return shared(run, which)[index[0]:index[-1] + 1]
 
 
@@ -86,10 +97,9 @@ def shared(run, which: str) -> np.ndarray:
         if b is not None:
             a += b[:, None, :].astype(dt)
         count, n, d = a.shape
-        flat = a.transpose(1, 0, 2).reshape(n, count * d)
-        gain = (sc.q_norm if which == "q" else sc.k_norm).reshape(1, -1)
-        refuse_zero(run, which, list(range(count)), flat)
-        run.memo[key] = np.ascontiguousarray(rms_rows(flat, gain, sc.qk_norm_eps).reshape(n, count, d).transpose(1, 0, 2))
+        refuse_zero(run, which, list(range(count)), a.transpose(1, 0, 2).reshape(n, count * d))
+        gain = sc.q_norm if which == "q" else sc.k_norm
+        run.memo[key] = np.ascontiguousarray(rows(a, gain, sc.qk_norm_eps, "all"))
     return run.memo[key]
 
 

@@ -3,9 +3,9 @@
 A 0/1 mask is its special case, 0 or −∞; this one can differ per head and favour keys gently.
 
 It lives in the `masked` step: masked = (the scores as the mask would see them) + M_h, −∞ where
-the mask or M hides the key; the powers, sums, weights and z are then computed from it by the same
-stage kernels as without it. Read here (`score_bias`, one matrix or one per head), computed here
-and explained here."""
+the mask or M hides the key; kernels/stages.attend adds it before the mask, and the powers, sums,
+weights and z follow from it as without it. Read here (`score_bias`, one matrix or one per head) and
+explained here."""
 from __future__ import annotations
 
 import numpy as np
@@ -47,27 +47,6 @@ def matrices(value, heads: int, n: int, m: int, layout: str) -> np.ndarray | Non
         raise ScenarioError(NAME + at, f"expected a number or -inf (which hides the key), got {a[tuple(np.argwhere(bad)[0][-a.ndim:])]}")
     rows = stack if layout == "rows" else stack.transpose(0, 2, 1)
     return np.ascontiguousarray(np.broadcast_to(rows, (heads, *rows.shape[1:])))
-
-
-def added(K, run, h: int, got: dict, v: np.ndarray) -> tuple[dict, bool]:
-    """Head h's masked scores with M_h added, and what follows from them (the attend kernel's
-    softmax part, by the same kernels): (arrays by kind, finite)."""
-    a, dt = run.arithmetic, run.dtype
-    before = got["biased"]   # attend's last stage before the mask: scaled, capped or ALiBi's
-    m = before + run.scenario.score_bias[h].astype(dt)
-    if run.allowed is not None:
-        m = K.mask(np.ascontiguousarray(m), run.allowed)
-    m = np.ascontiguousarray(m, dtype=dt)
-    if a.normalize == "softmax":
-        shift = K.row_max(m) if a.stable else np.zeros((m.shape[0], 1), dtype=dt)
-        e = K.exp_powers(m, shift) if a.softmax_base == "e" else K.base_powers(m, shift, a.base)
-        sums = K.row_sums(e)
-        weights = K.softmax_weights(e, sums)
-    else:
-        e, sums, weights = m, np.zeros((m.shape[0], 1), dtype=dt), K.relu_weights(m)
-    z = K.weighted_sum(weights, v)
-    return {"masked": m, "exp": e, "sums": sums, "weights": weights, "z": z}, \
-        bool(np.isfinite(sums).all() and np.isfinite(z).all())
 
 
 def hidden(trace, h: int) -> np.ndarray:

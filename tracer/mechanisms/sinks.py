@@ -43,30 +43,24 @@ def refuse_relu(scenario, normalize: str, field: str = "normalize") -> None:
 
 # ------------------------------------------------------------------ the formula
 
-def with_sink(masked: np.ndarray, v: np.ndarray, sink: float, arithmetic) -> dict:
-    """The softmax of one head's masked scores (query × key) with the sink's logit as one more
-    column: powers base^(s − max) (the max over the tokens and the sink, when stable), sums that
-    include the sink's power, the tokens' weights, the sink's share of each query, and z."""
-    dt = masked.dtype
-    m = masked.astype(np.float64)
-    shift = np.maximum(m.max(axis=1, keepdims=True), sink) if arithmetic.stable else np.zeros((m.shape[0], 1))
-    base = np.e if arithmetic.softmax_base == "e" else float(arithmetic.base)
-    with np.errstate(all="ignore"):
-        e = np.power(base, m - shift) if base != np.e else np.exp(m - shift)
-        e[np.isneginf(m)] = 0.0
-        own = np.power(base, sink - shift) if base != np.e else np.exp(sink - shift)
-        sums = e.sum(axis=1, keepdims=True) + own
-        weights = e / sums
-    return {"exp": e.astype(dt), "sums": sums.astype(dt), "weights": weights.astype(dt),
-            "sink": (own / sums).astype(dt), "z": (weights @ v.astype(np.float64)).astype(dt)}
+def powers(s: np.ndarray, logit, stable: bool = True, base: float = np.e) -> tuple:
+    """The softmax's powers with the sink's logit as one more key, in float64 NumPy (the earlier
+    blocks' and the explanations'; kernels/stages.attend's beside it): (the keys' powers
+    base^(s − max), the sink's base^(logit − max), the max), the max over the keys and the sink
+    when stable (0 otherwise). s: … × keys (−∞ where masked); logit: a number, or one per row of s."""
+    s = np.asarray(s, dtype=np.float64)
+    logit = np.asarray(logit, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        shift = np.maximum(s.max(axis=-1, keepdims=True), logit) if stable else np.zeros(s.shape[:-1] + (1,))
+    power = np.exp if base == np.e else (lambda x: np.power(base, x))
+    return power(s - shift), power(logit - shift), shift
 
 
 def sink_power(sink: float, row: np.ndarray, arithmetic) -> tuple[float, float]:
     """(the sink's power, the max subtracted) for one query's row of masked scores."""
-    finite = row[row > -np.inf]
-    shift = max(float(finite.max()) if finite.size else -np.inf, sink) if arithmetic.stable else 0.0
     base = np.e if arithmetic.softmax_base == "e" else float(arithmetic.base)
-    return float(base ** (sink - shift)), shift
+    _, own, shift = powers(row, sink, arithmetic.stable, base)
+    return float(own[0]), float(shift[0])
 
 
 # ------------------------------------------------------------------ the step

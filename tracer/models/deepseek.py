@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ..mechanisms.rotary import frequencies as rope
+from ..mechanisms.rotary.rotation import rotate
 from ..errors import ScenarioError
 from .blocks import _mlp, _norm, _read_linear, check_shapes, prefix
 from .config import Config
@@ -85,27 +85,12 @@ def _lin(x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
     return x @ w if b is None else x @ w + b
 
 
-def turn(m: np.ndarray, spec: dict, style: str) -> np.ndarray:
-    """Rotary positions on the last axis (… × n × r): pairs (2i, 2i+1) when `interleaved` (the
-    order kept), else (i, i + r/2); yarn's attention factor multiplies the turned features."""
-    n, r = m.shape[-2:]
-    angle = rope.positions(spec, n)[:, None] * rope.frequencies(spec, r)[None, :]
-    f = rope.attention_factor(spec)
-    cos, sin = np.cos(angle) * f, np.sin(angle) * f
-    a, b = (m[..., 0::2], m[..., 1::2]) if style == "interleaved" else (m[..., : r // 2], m[..., r // 2:])
-    if style != "interleaved":
-        return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
-    out = np.empty_like(m)
-    out[..., 0::2], out[..., 1::2] = a * cos - b * sin, b * cos + a * sin
-    return out
-
-
 def latent_parts(h: np.ndarray, w: dict, cfg: Config, layer: int) -> dict:
     """Every intermediate of the layer's latent attention on the normed stream h (n × d_model):
     c_q (when queries are compressed), c_kv, k_pe, and per head (heads × n × …) q_nope, q_pe,
     k_nope, v, weights, z; and `out`, after W_O. The scores use the rebuilt keys."""
     m, heads, n = cfg.mla, cfg.heads, h.shape[0]
-    spec = cfg.kinds[layer].rope
+    spec = dict(cfg.kinds[layer].rope, style=m["style"])
     parts = {}
     if m["q_rank"] is None:
         q = _lin(h, w["q"], w.get("bq"))
@@ -115,8 +100,8 @@ def latent_parts(h: np.ndarray, w: dict, cfg: Config, layer: int) -> dict:
     q = q.reshape(n, heads, m["nope"] + m["rope"]).transpose(1, 0, 2)
     kv = _lin(h, w["kv_a"], w.get("b_kv_a"))
     parts["c_kv"] = norm(kv[:, : m["kv_rank"]], w["kv_norm"])
-    parts["k_pe"] = turn(kv[:, m["kv_rank"]:], spec, m["style"])
-    parts["q_nope"], parts["q_pe"] = q[..., : m["nope"]], turn(q[..., m["nope"]:], spec, m["style"])
+    parts["k_pe"] = rotate(kv[:, m["kv_rank"]:], spec)
+    parts["q_nope"], parts["q_pe"] = q[..., : m["nope"]], rotate(q[..., m["nope"]:], spec)
     up = (parts["c_kv"] @ w["kv_b"]).reshape(n, heads, m["nope"] + m["v"]).transpose(1, 0, 2)
     parts["k_nope"], parts["v"] = up[..., : m["nope"]], up[..., m["nope"]:]
     s = (np.einsum("hid,hjd->hij", parts["q_nope"], parts["k_nope"])

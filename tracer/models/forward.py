@@ -7,8 +7,10 @@ import math
 
 import numpy as np
 
-from ..mechanisms.alibi import alibi_slopes
-from ..mechanisms.rotary import frequencies as rope
+from ..mechanisms import alibi, qk_norm, softcap
+from ..mechanisms.rotary.rotation import rotate
+from ..mechanisms.sinks import powers
+from ..rms import rms_rows
 from ..kernels.blas import one_thread
 from . import experts
 from .blocks import Block
@@ -16,36 +18,16 @@ from .config import Config, Kind
 
 
 def norm(x: np.ndarray, spec: dict | None) -> np.ndarray:
-    """LayerNorm ((x − mean) ÷ √(var + eps) · gain + bias) or RMSNorm (x ÷ √(mean x² + eps) · gain);
-    x itself where the family has no norm (spec None)."""
+    """LayerNorm ((x − mean) ÷ √(var + eps) · gain + bias) or RMSNorm (x ÷ √(mean x² + eps) · gain,
+    rms.rms_rows); x itself where the family has no norm (spec None)."""
     if spec is None:
         return x
-    if spec["kind"] == "layer":
+    if spec["kind"] == "rms":
+        y = rms_rows(x, spec["gain"], spec["eps"])
+    else:
         x = x - x.mean(axis=-1, keepdims=True)
-    y = x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + spec["eps"]) * spec["gain"]
+        y = x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + spec["eps"]) * spec["gain"]
     return y if spec.get("bias") is None else y + spec["bias"]
-
-
-def rotate(m: np.ndarray, spec: dict) -> np.ndarray:
-    """Rotary positions, `half` style: among the first r features (all, unless the spec says
-    fewer), the pair (i, i + r/2) of the token at position p turns by p·θ_i, θ after any scaling;
-    yarn's attention factor multiplies the turned features. m is … × n × d."""
-    n, d = m.shape[-2:]
-    r = rope.rotary_dims(spec, d)
-    angle = rope.positions(spec, n)[:, None] * rope.frequencies(spec, r)[None, :]
-    cos, sin = np.cos(angle) * rope.attention_factor(spec), np.sin(angle) * rope.attention_factor(spec)
-    first, second = m[..., : r // 2], m[..., r // 2: r]
-    return np.concatenate([first * cos - second * sin, second * cos + first * sin, m[..., r:]], axis=-1)
-
-
-def qk_norm(m: np.ndarray, gain: np.ndarray, eps: float, scope: str) -> np.ndarray:
-    """RMS norm of each head's rows (scope "head", gain over head_dim), or of each token's row of
-    every head side by side (scope "all", OLMo 2: gain over heads·head_dim). m is heads × n × d."""
-    if scope == "head":
-        return norm(m, dict(kind="rms", gain=gain, eps=eps))
-    heads, n, d = m.shape
-    flat = m.transpose(1, 0, 2).reshape(n, heads * d)
-    return norm(flat, dict(kind="rms", gain=gain, eps=eps)).reshape(n, heads, d).transpose(1, 0, 2)
 
 
 def mask(n: int, window: int | None) -> np.ndarray:
@@ -73,9 +55,9 @@ def _heads(h: np.ndarray, blk: Block, cfg: Config, kind: Kind) -> tuple:
         m = h @ w if b is None else h @ w + b
         return m.reshape(h.shape[0], -1, cfg.head_dim).transpose(1, 0, 2)
     q, k, v = split(blk.q, blk.bq), split(blk.k, blk.bk), split(blk.v, blk.bv)
-    if blk.q_norm is not None:
-        q, k = (qk_norm(m, g, cfg.eps, cfg.family.qk_norm) for m, g in ((q, blk.q_norm), (k, blk.k_norm)))
-    if kind.rope is not None:
+    if blk.q_norm is not None:                                       # QK-norm
+        q, k = (qk_norm.rows(m, g, cfg.eps, cfg.family.qk_norm) for m, g in ((q, blk.q_norm), (k, blk.k_norm)))
+    if kind.rope is not None:                                        # rotary positions
         q, k = rotate(q, kind.rope), rotate(k, kind.rope)
     return q, k, v
 
@@ -85,17 +67,18 @@ def weights(q: np.ndarray, k: np.ndarray, cfg: Config, kind: Kind, sinks: np.nda
     (with each head's sink logit as one more column, dropped after: the tokens' shares sum to 1 − sink)."""
     n, position = q.shape[1], cfg.family.position
     s = np.einsum("hid,hjd->hij", q, k, optimize=True) / (cfg.scale or math.sqrt(q.shape[-1]))
-    if cfg.parts.get("softcap") is not None:
-        s = cfg.parts["softcap"] * np.tanh(s / cfg.parts["softcap"])
-    if position.startswith("alibi"):
-        slopes = alibi_slopes(q.shape[0]) / (math.sqrt(q.shape[-1]) if position == "alibi_unscaled" else 1.0)
-        s = s - slopes[:, None, None] * (np.arange(n)[:, None] - np.arange(n)[None, :])
+    if "softcap" in cfg.parts:                                       # soft-capping
+        s = softcap.capped(s, cfg.parts["softcap"])
+    if position.startswith("alibi"):                                 # ALiBi (Falcon's before ÷√d_k)
+        s = alibi.penalised(s, alibi.alibi_slopes(q.shape[0]) / (math.sqrt(q.shape[-1]) if position == "alibi_unscaled"
+                                                                 else 1.0))
     s[:, mask(n, kind.window)] = -np.inf
-    if sinks is not None:
-        s = np.concatenate([s, np.broadcast_to(sinks[:, None, None], (s.shape[0], n, 1))], axis=-1)
+    if sinks is not None:                                            # a sink: one more key, with no value
+        e, own, _ = powers(s, sinks[:, None, None])
+        return e / (e.sum(axis=-1, keepdims=True) + own)
     w = np.exp(s - s.max(axis=-1, keepdims=True))
     w /= w.sum(axis=-1, keepdims=True)
-    return w if sinks is None else w[..., :n]
+    return w
 
 
 def mlp(h: np.ndarray, blk: Block, activation: str) -> np.ndarray:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...rms import refuse_zero_rows
-from ..rotary.rotation import rotate_one
+from ..rotary.rotation import rotate_one, turn
 
 
 def cache_per_token(heads: int, head_dim: int, groups: int, kv_rank: int, rope_dims: int) -> dict[str, int]:
@@ -101,54 +101,45 @@ def decode(run, run_trace) -> tuple[dict, object, bool]:
     by id (every decoded step, rows orientation), a viewer of them, and whether all stayed finite."""
     from types import SimpleNamespace
 
-    from ...decode import prefill
+    from ...decode import layer_row, prefill
     from ...ids import step_id
-    from ...numpy_engine import layer_norm
-    from ...online import _power, _scaled
-    from ..rotary import frequencies
-    sc, a, dt, p = run.scenario, run.arithmetic, run.dtype, run.scenario.decode
-    m, heads, nope = sc.mla, sc.heads, sc.mla["nope"]
+    sc, dt, p = run.scenario, run.dtype, run.scenario.decode
     arrays, _ = prefill(run, run_trace)
-    c_kv, k_pe = run.held("c_kv"), run.held("k_pe")
-    src = run.held("c_q") if m["w_dq"] is not None else run.held("norm_in") if sc.norm_in is not None else run.x
-    cos, sin = frequencies.tables(sc.n, m["rope"], sc.rope, dt)
-    first, second = frequencies.pairs(m["rope"], sc.rope["style"])
+    w_o = None if sc.w_o is None else sc.w_o.astype(dt)
+    b_o = None if sc.b_o is None else sc.b_o.astype(dt)[0]
     ok = True
     with np.errstate(all="ignore"):
         for t in range(p, sc.n):
             at = lambda kind, h=None: step_id(kind, h, token=t)  # noqa: E731
-            arrays[at("ckv_cache")], arrays[at("kpe_cache")] = c_kv[: t + 1], k_pe[: t + 1]   # the cache, grown by row t
-            zs = []
-            for h in range(heads):
-                w = sc.w_q[h].astype(dt)
-                q_nope, raw = src[t : t + 1] @ w[:, :nope], src[t : t + 1] @ w[:, nope:]
-                q_pe = raw.copy()   # turned by its own position t
-                q_pe[:, first] = raw[:, first] * cos[t] - raw[:, second] * sin[t]
-                q_pe[:, second] = raw[:, first] * sin[t] + raw[:, second] * cos[t]
-                q_latent = q_nope @ sc.w_k[h].T.astype(dt)
-                s = q_latent @ c_kv[: t + 1].T + q_pe @ k_pe[: t + 1].T
-                scaled = _scaled(s, a, sc.d_k)
-                got = dict(q_nope=q_nope, q_pe=q_pe, q_latent=q_latent, scores=s, scaled=scaled)
-                if a.normalize == "softmax":
-                    e = _power(scaled - scaled.dtype.type(scaled.max() if a.stable else 0.0), a)
-                    total = e.sum(dtype=np.float64)
-                    got.update(exp=e, sums=np.array([[total]], dt), weights=e / e.dtype.type(total))
-                    ok = ok and bool(np.isfinite(total))
-                else:
-                    got["weights"] = np.where(scaled > 0, scaled, 0).astype(dt)
-                v = got["v"] = c_kv[: t + 1] @ sc.w_v[h].astype(dt)
-                z = got["z"] = got["weights"] @ v
-                zs.append(z)
+            arrays[at("ckv_cache")], arrays[at("kpe_cache")] = run.held("c_kv")[: t + 1], run.held("k_pe")[: t + 1]
+            heads = [_decoded_head(run, h, t) for h in range(sc.heads)]
+            for h, (got, finite) in enumerate(heads):
                 arrays.update({at(kind, h): arr for kind, arr in got.items()})
-                ok = ok and bool(np.isfinite(scaled).all() and np.isfinite(z).all())
-            y = zs[0]
-            if heads > 1:
-                y = arrays[at("concat")] = np.concatenate(zs, axis=1)
-            if sc.w_o is not None:
-                y = y @ sc.w_o.astype(dt)
-                y = arrays[at("out")] = y if sc.b_o is None else y + sc.b_o.astype(dt)
-            if sc.residual is not None:
-                y = arrays[at("residual")] = run.x[t : t + 1] + y
-                if sc.residual["norm"] == "layer":
-                    arrays[at("norm")] = layer_norm(y, sc.residual["eps"])
+                ok = ok and finite
+            zs = np.concatenate([got["z"] for got, _ in heads])
+            arrays.update({at(kind): row[None, :] for kind, row in layer_row(run, zs, t, w_o, b_o).items()})
     return arrays, SimpleNamespace(view=arrays.__getitem__), ok
+
+
+def _decoded_head(run, h: int, t: int) -> tuple[dict, bool]:
+    """Head h's steps for decoded token t (each one row): its query's parts, the absorbed query,
+    its scores straight from the cache, the softmax (decode.row_weights), the values rebuilt, z."""
+    from ...decode import row_weights
+    from ..rotary.frequencies import tables
+    sc, dt, m = run.scenario, run.dtype, run.scenario.mla
+    src = run.held("c_q") if m["w_dq"] is not None else run.held("norm_in") if sc.norm_in is not None else run.x
+    c_kv, k_pe = run.held("c_kv")[: t + 1], run.held("k_pe")[: t + 1]
+    cos, sin = tables(sc.n, m["rope"], sc.rope, dt)
+    w = sc.w_q[h].astype(dt)
+    q_nope, raw = src[t : t + 1] @ w[:, :m["nope"]], src[t : t + 1] @ w[:, m["nope"]:]
+    q_pe = turn(raw, cos[t], sin[t], sc.rope["style"], m["rope"])   # turned by its own position t
+    q_latent = q_nope @ sc.w_k[h].T.astype(dt)
+    s = q_latent @ c_kv.T + q_pe @ k_pe.T
+    scaled, e, total, weights = row_weights(s, run.arithmetic, sc.d_k)
+    got = dict(q_nope=q_nope, q_pe=q_pe, q_latent=q_latent, scores=s, scaled=scaled, weights=weights.astype(dt))
+    if e is not None:
+        got.update(exp=e, sums=np.array([[total]], dt))
+    v = got["v"] = c_kv @ sc.w_v[h].astype(dt)
+    z = got["z"] = got["weights"] @ v
+    finite = bool(np.isfinite(scaled).all() and np.isfinite(z).all()) and (total is None or bool(np.isfinite(total)))
+    return got, finite
