@@ -12,9 +12,8 @@ from ..checks import kind, positive
 from ..errors import ScenarioError
 from ..masks import MAX_WINDOW
 from ..readfile import CONFIG_BYTES, checkpoint_json
-from .experts import read_moe
 from .families import ACTIVATIONS, FAMILIES, SWITCHES, Family
-from ..mechanisms.latent.checkpoint import expert_sizes, latent_sizes
+from ..mechanisms.latent.checkpoint import latent_sizes
 from ..mechanisms.rotary.checkpoint import LAYER_TYPES, label, rope_spec
 
 UNBOUNDED = 2**31 - 1           # ALiBi's families name no longest text
@@ -57,9 +56,8 @@ class Config:
     #                                             by the mechanism's name (tracer/mechanisms: each reads its own keys)
     scale: float | None = None        # the scores' divisor when it is not √head_dim
     embed_scale: float = 1.0
-    mla: dict | None = None           # DeepSeek: latent attention's sizes (latent.py)
-    experts: dict | None = None       # DeepSeek: the experts' counts and routing
-    moe: dict | None = None           # the experts' sizes and switches (experts.read_moe), if any
+    mla: dict | None = None           # DeepSeek: latent attention's sizes (mechanisms/latent/checkpoint.py)
+    moe: dict | None = None           # the experts' sizes and switches (the family's Experts.read), if any
 
 
 def read_config(folder: Path) -> Config:
@@ -108,10 +106,10 @@ def parse(data: dict, names=None) -> Config:
     if names is not None:
         _held(layers, names, fam, get.name("layers"))
     activation = get.word("activation", fam.activation, tuple(ACTIVATIONS))
-    gated = fam.gated() and not fam.experts
+    gated = fam.gated() and (fam.experts is None or fam.experts.dense_inner)
     extra = {}
     if fam.latent:
-        extra = dict(mla=latent_sizes(data, model_type), experts=expert_sizes(data, model_type))
+        extra = dict(mla=latent_sizes(data, model_type))
     return Config(model_type, fam, d_model, layers, heads, groups, head_dim,
                   get.positive("positions", UNBOUNDED), get.number("eps", 1e-6 if fam.norm == "rms" else 1e-5),
                   ACTIVATIONS[activation],
@@ -119,7 +117,7 @@ def parse(data: dict, names=None) -> Config:
                   kinds=tuple(_kinds(data, fam, layers, head_dim)),
                   parts=_parts(data, fam), scale=_scale(data, fam.scale),
                   embed_scale=math.sqrt(d_model) if fam.embed_scale else 1.0,
-                  moe=read_moe(data, fam.experts, layers) if fam.experts else None, **extra)
+                  moe=fam.experts.read(data, layers, model_type) if fam.experts else None, **extra)
 
 
 def _held(layers: int, names, fam: Family, key: str) -> None:

@@ -1,40 +1,23 @@
 """The earlier blocks of a model, run in float64 NumPy to give the residual stream entering the
-traced layer: each family's norms where it puts them, its attention with its own mechanisms
-(QK-norm, scaled rotary frequencies or none, soft-capping, ALiBi, windows), its MLP."""
+traced layer: one forward for every family (DeepSeek's included), each family's norms where it puts
+them, its attention with its own mechanisms (QK-norm, scaled rotary frequencies or none,
+soft-capping, ALiBi, sinks, windows; or latent attention), its MLP or its experts. One commented
+line per mechanism, each calling that mechanism's NumPy formula (tracer/mechanisms)."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
+from ..kernels.blas import one_thread
 from ..mechanisms import alibi, qk_norm, softcap
 from ..mechanisms.rotary.rotation import rotate
 from ..mechanisms.sinks import powers
-from ..rms import rms_rows
-from ..kernels.blas import one_thread
 from . import experts
 from .blocks import Block
 from .config import Config, Kind
-
-
-def norm(x: np.ndarray, spec: dict | None) -> np.ndarray:
-    """LayerNorm ((x − mean) ÷ √(var + eps) · gain + bias) or RMSNorm (x ÷ √(mean x² + eps) · gain,
-    rms.rms_rows); x itself where the family has no norm (spec None)."""
-    if spec is None:
-        return x
-    if spec["kind"] == "rms":
-        y = rms_rows(x, spec["gain"], spec["eps"])
-    else:
-        x = x - x.mean(axis=-1, keepdims=True)
-        y = x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + spec["eps"]) * spec["gain"]
-    return y if spec.get("bias") is None else y + spec["bias"]
-
-
-def mask(n: int, window: int | None) -> np.ndarray:
-    """True where key j is hidden from query i: later keys, and those W or more back."""
-    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
-    hidden = j > i
-    return hidden | (i - j >= window) if window is not None else hidden
+from .deepseek import latent_parts
+from .ops import mask, mlp, norm
 
 
 def attention(h: np.ndarray, blk: Block, cfg: Config, kind: Kind) -> np.ndarray:
@@ -64,66 +47,42 @@ def _heads(h: np.ndarray, blk: Block, cfg: Config, kind: Kind) -> tuple:
 
 def weights(q: np.ndarray, k: np.ndarray, cfg: Config, kind: Kind, sinks: np.ndarray | None = None) -> np.ndarray:
     """Each head's attention weights: scaled scores, soft-capped, ALiBi's penalty, the mask, softmax
-    (with each head's sink logit as one more column, dropped after: the tokens' shares sum to 1 − sink)."""
+    (each head's sink logit one more key with no value: the tokens' shares sum to 1 − sink)."""
     n, position = q.shape[1], cfg.family.position
     s = np.einsum("hid,hjd->hij", q, k, optimize=True) / (cfg.scale or math.sqrt(q.shape[-1]))
     if "softcap" in cfg.parts:                                       # soft-capping
         s = softcap.capped(s, cfg.parts["softcap"])
-    if position.startswith("alibi"):                                 # ALiBi (Falcon's before ÷√d_k)
-        s = alibi.penalised(s, alibi.alibi_slopes(q.shape[0]) / (math.sqrt(q.shape[-1]) if position == "alibi_unscaled"
-                                                                 else 1.0))
+    if position.startswith("alibi"):                                 # ALiBi (Falcon's: before ÷√d_k)
+        slopes = alibi.alibi_slopes(q.shape[0]) / (math.sqrt(q.shape[-1]) if position == "alibi_unscaled" else 1.0)
+        s = alibi.penalised(s, slopes)
     s[:, mask(n, kind.window)] = -np.inf
-    if sinks is not None:                                            # a sink: one more key, with no value
-        e, own, _ = powers(s, sinks[:, None, None])
-        return e / (e.sum(axis=-1, keepdims=True) + own)
-    w = np.exp(s - s.max(axis=-1, keepdims=True))
-    w /= w.sum(axis=-1, keepdims=True)
-    return w
-
-
-def mlp(h: np.ndarray, blk: Block, activation: str) -> np.ndarray:
-    """Gated: down(act(gate h) ⊙ up h); plain: down(act(up h)); each with its bias if any."""
-    m = blk.mlp
-
-    def lin(x, w, b):
-        return x @ m[w] if m.get(b) is None else x @ m[w] + m[b]
-
-    u = lin(h, "gate" if "gate" in m else "up", "b_gate" if "gate" in m else "b_up")
-    if activation == "silu":
-        u = u * 0.5 * (1 + np.tanh(u / 2))             # u·sigmoid(u), without exp overflowing
-    elif activation in ("gelu_tanh", "gelu_bloom"):    # BLOOM writes √(2/π) as 0.79788456
-        c = 0.79788456 if activation == "gelu_bloom" else math.sqrt(2 / math.pi)
-        u = 0.5 * u * (1 + np.tanh(c * (u + 0.044715 * u ** 3)))
-    else:
-        from scipy.special import erf
-        u = 0.5 * u * (1 + erf(u / math.sqrt(2)))
-    if "gate" in m:
-        u = u * lin(h, "up", "b_up")
-    return lin(u, "down", "b_down")
+    sink = -np.inf if sinks is None else sinks[:, None, None]      # a sink (none: a key of weight 0)
+    e, own, _ = powers(s, sink)
+    return e / (e.sum(axis=-1, keepdims=True) + own)
 
 
 def moe(h: np.ndarray, blk: Block, cfg: Config) -> np.ndarray:
-    """A mixture of experts: the router's choice for each token, then the chosen experts, read and
-    run one at a time (gpt-oss: biases and the clamped SwiGLU; Qwen3-MoE: SiLU-gated, no biases)."""
-    logits = h @ blk.moe["router"] if blk.moe["b_router"] is None else h @ blk.moe["router"] + blk.moe["b_router"]
-    style = cfg.family.experts
-    chosen, shares = experts.route(logits, cfg.moe, style)
-
-    def expert(e: int, rows: np.ndarray) -> np.ndarray:
-        w = blk.moe["expert"](e)
-        if style == "gpt_oss":
-            u = experts.swiglu_clamped(rows @ w["gate_up"] + w["b_gate_up"], cfg.moe["alpha"], cfg.moe["limit"])
-            return u @ w["down"] + w["b_down"]
-        return (experts.silu(rows @ w["gate"]) * (rows @ w["up"])) @ w["down"]
-    return experts.mixture(h, chosen, shares, expert)
+    """A mixture of experts as the family declares it (experts.Experts): the router's choice for each
+    token, then the chosen experts, read and run one at a time, and the shared experts (DeepSeek's)
+    on every token."""
+    m, declared = blk.moe, cfg.family.experts
+    logits = h @ m["router"] if m["b_router"] is None else h @ m["router"] + m["b_router"]
+    chosen, shares = declared.route(logits, cfg.moe, m["bias"])
+    out = experts.mixture(h, chosen, shares, lambda e, rows: declared.run(rows, m["expert"](e), cfg))
+    return out if m["shared"] is None else out + mlp(h, m["shared"], cfg.activation)
 
 
 def run_block(x: np.ndarray, blk: Block, cfg: Config, layer: int) -> np.ndarray:
-    """The residual stream after block `layer`: x + attention, then + MLP, each between the norms
-    its family puts around it; Falcon adds both to the same x (side by side)."""
-    a = norm(attention(norm(x, blk.norm_in), blk, cfg, cfg.kinds[layer]), blk.out_norm)
+    """The residual stream after block `layer`: x + attention, then + MLP (or experts), each between
+    the norms its family puts around it; Falcon adds both to the same x (side by side)."""
+    h = norm(x, blk.norm_in)
+    if blk.latent is not None:                                       # multi-head latent attention (DeepSeek)
+        a = latent_parts(h, blk.latent, cfg, layer)["out"]
+    else:
+        a = attention(h, blk, cfg, cfg.kinds[layer])
+    a = norm(a, blk.out_norm)
     if cfg.family.parallel:
-        return x + a + mlp(norm(x, blk.norm_mlp), blk, cfg.activation)
+        return x + a + mlp(norm(x, blk.norm_mlp), blk.mlp, cfg.activation)
     x = x + a
     h = norm(x, blk.norm_mlp)
-    return x + norm(moe(h, blk, cfg) if blk.moe else mlp(h, blk, cfg.activation), blk.mlp_out)
+    return x + norm(moe(h, blk, cfg) if blk.moe else mlp(h, blk.mlp, cfg.activation), blk.mlp_out)

@@ -14,7 +14,8 @@ from ..mechanisms import MECHANISMS
 from . import deepseek
 from .blocks import block, check_all, embed, embed_norm
 from .config import Config, config_json, config_of, read_config
-from .forward import norm, run_block
+from .forward import run_block
+from .ops import norm
 from .hub import find_checkpoint
 from .tokens import encode
 from .weights import Tensors
@@ -49,7 +50,7 @@ def traced_layer(tensors, cfg: Config, ids: list[int], pieces: list[str], layer:
     """The arrays of layer `layer` on the tokens `ids` from a source of tensors (a folder's
     `Tensors`, or a model's state dict in memory): every tensor checked, then the stream entering
     the layer computed and the layer's weights read. `what` says where it came from."""
-    (deepseek.check_all if cfg.family.latent else check_all)(tensors, cfg, layer)
+    check_all(tensors, cfg, layer)
     x = _stream(tensors, cfg, ids, layer)
     arrays = deepseek.layer_arrays(tensors, cfg, layer) if cfg.family.latent else \
         mechanisms(block(tensors, cfg, layer, mlp=False), cfg, layer)
@@ -115,8 +116,7 @@ def _stream(tensors: Tensors, cfg: Config, ids: list[int], layer: int) -> np.nda
     with tensors.reusing():  # one block read at a time into the same buffers, let go once applied
         for i in range(layer):
             with np.errstate(all="ignore"):
-                x = deepseek.run_block(x, tensors, cfg, i) if cfg.family.latent else \
-                    run_block(x, block(tensors, cfg, i), cfg, i)
+                x = run_block(x, block(tensors, cfg, i), cfg, i)
             if not np.isfinite(x).all():
                 raise ScenarioError(f"block {i}", "leaves float64's range (the residual stream after it holds inf "
                                     "or NaN); expected weights whose outputs stay finite", str(tensors.folder))
