@@ -14,7 +14,7 @@ from .sdpa import sdpa
 from .scenario import Scenario, builtin_names, from_arrays, list_builtins, load_scenario
 from .steps import Step
 from .trace import Trace, run
-from .untraced import attention
+from .layer_output import attention
 
 
 def figure(trace, path, steps=None, kind: str = "heatmap", blank: bool = False, fmt: str | None = None):

@@ -14,7 +14,7 @@ from . import kernels, mechanisms
 from .ids import step_id
 from .kernels import pool
 from .kernels import matmul
-from .layer import key_values, latest, project_one, projections, textbook
+from .projections import key_values, latest, project_one, projections, textbook
 from .masks import mask_matrix, mask_kind
 from .mechanisms import out_norm, qk_norm
 from .mechanisms.rotary import frequencies

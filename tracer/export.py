@@ -19,9 +19,9 @@ import numpy as np
 
 from . import mechanisms
 from .errors import ScenarioError
-from .given import display_name, given, plus_zero
+from .given_inputs import display_name, given, plus_zero
 from .labels import axis_labels, axis_title, step_labels  # axis_labels also imported from here by tracer.figures
-from .numbers import DECIMALS_NOTE, fractions_for, is_decimal, table_writer, tolerance
+from .printing import DECIMALS_NOTE, fractions_for, is_decimal, table_writer, tolerance
 from .writing import atomic_path, refuse_an_input, room, selected_steps, spreadsheet_text  # noqa: F401  (also the CLI's)
 
 SCHEMA = "attnsim.trace/1"

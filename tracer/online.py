@@ -58,7 +58,7 @@ def head_numpy(q, k, v, allowed, arithmetic, d_k: int) -> tuple[list[dict], np.n
 def stage_head(run, h: int, kv: dict, q: np.ndarray) -> dict:
     """Head h's block steps and z by id, on NumPy (q: the rotated queries under RoPE)."""
     sc = run.scenario
-    from .layer import latest
+    from .projections import latest
     steps, z = head_numpy(q, kv[latest(kv, "key")], kv["v"], run.allowed, run.arithmetic, sc.d_k)
     out = {step_id(kind, h, block=j): a for j, got in enumerate(steps) for kind, a in got.items()}
     out[step_id("z", h)] = z
@@ -99,7 +99,7 @@ def fused(run, heads: list[int], q, k, v, keep: bool = False) -> tuple[dict, lis
 def tiles(run, h: int) -> dict:
     """Head h's scores, powers and acc of every block, recomputed by the same kernel from its q, k
     and v (as FlashAttention's backward pass recomputes its tiles from the saved statistics)."""
-    from .layer import latest
+    from .projections import latest
     ids = run.plan_ids(h)
     q = run.rows(ids[latest(ids, "query")])[None]
     k, v = run.rows(ids[latest(ids, "key")])[None], run.rows(ids["v"])[None]

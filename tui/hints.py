@@ -7,7 +7,7 @@ import re
 from fractions import Fraction
 
 from tracer.answers import Answer, NotAnAnswer, below, is_right, parse
-from tracer.numbers import fmt, tolerance
+from tracer.printing import fmt, tolerance
 from tracer.steps import KINDS
 
 NOTE = "   ("   # explain puts a remark after three spaces, in parentheses

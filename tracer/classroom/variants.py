@@ -13,7 +13,7 @@ from ..arithmetic import resolve
 from ..errors import ScenarioError
 from ..figures.worksheet import MAX_FEATURES, MAX_TOKENS
 from ..ids import parse
-from ..numbers import rational
+from ..printing import rational
 from .identity import GIVEN
 
 PRESET = "by-hand"

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..checks import kind, number
 from ..errors import ScenarioError
-from ..numbers import divisor
+from ..printing import divisor
 from ..steps.base import Kind, register
 from ..steps.scores import standard
 from .declaration import Mechanism, per_head

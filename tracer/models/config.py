@@ -20,7 +20,7 @@ UNBOUNDED = 2**31 - 1           # ALiBi's families name no longest text
 
 
 @dataclass(frozen=True)
-class Kind:
+class LayerKind:
     """What sets one layer's attention apart: its window (None: every earlier key) and its rotary
     positions (None: none, as in NoPE layers and ALiBi or learned-position families)."""
     window: int | None
@@ -51,7 +51,7 @@ class Config:
     eps: float
     activation: str        # "silu", "gelu", "gelu_tanh" or "gelu_bloom"
     inner: int             # the MLP's hidden width
-    kinds: tuple = ()      # one Kind per layer
+    kinds: tuple = ()      # one LayerKind per layer
     parts: dict = field(default_factory=dict)   # what config.json says of each mechanism the family has (soft-capping's C …),
     #                                             by the mechanism's name (tracer/mechanisms: each reads its own keys)
     scale: float | None = None        # the scores' divisor when it is not √head_dim
@@ -152,7 +152,7 @@ def _scale(data: dict, key: str | None) -> float | None:
     return None if value is None else math.sqrt(value) if key == "query_pre_attn_scalar" else value
 
 
-def _kinds(data: dict, fam: Family, layers: int, head_dim: int) -> list[Kind]:
+def _kinds(data: dict, fam: Family, layers: int, head_dim: int) -> list[LayerKind]:
     """Each layer's window and rotary positions, from layer_types (and no_rope_layers) where
     config.json has them, else from the family's pattern."""
     rotates = [True] * layers
@@ -171,9 +171,9 @@ def _kinds(data: dict, fam: Family, layers: int, head_dim: int) -> list[Kind]:
         raise ScenarioError("sliding_window", f"expected a whole number ≥ 1 and at most {MAX_WINDOW} (layer_types "
                             f"has sliding layers), got {kind(window)}")
     if fam.position != "rotary":
-        return [Kind(window if t == "sliding_attention" else None, None) for t in types]
+        return [LayerKind(window if t == "sliding_attention" else None, None) for t in types]
     specs = {t: rope_spec(data, t, head_dim, fam.default_base, fam.local_base) for t in sorted(set(types))}
-    return [Kind(window if t == "sliding_attention" else None, specs[t] if rotates[i] else None)
+    return [LayerKind(window if t == "sliding_attention" else None, specs[t] if rotates[i] else None)
             for i, t in enumerate(types)]
 
 

@@ -10,7 +10,6 @@ scores over every expert, the top k greedily or within the groups whose best exp
 (`group_limited_greedy`)."""
 from __future__ import annotations
 
-import math
 import numbers
 
 import numpy as np

@@ -15,12 +15,12 @@ from ..mechanisms.rotary.rotation import rotate
 from ..mechanisms.sinks import powers
 from . import experts
 from .blocks import Block
-from .config import Config, Kind
+from .config import Config, LayerKind
 from .deepseek import latent_parts
 from .ops import mask, mlp, norm
 
 
-def attention(h: np.ndarray, blk: Block, cfg: Config, kind: Kind) -> np.ndarray:
+def attention(h: np.ndarray, blk: Block, cfg: Config, kind: LayerKind) -> np.ndarray:
     """Multi-head attention of the normed stream h (n × d_model), through W_O and its bias."""
     q, k, v = _heads(h, blk, cfg, kind)
     share = q.shape[0] // k.shape[0]                  # query head h reads group h // share
@@ -31,7 +31,7 @@ def attention(h: np.ndarray, blk: Block, cfg: Config, kind: Kind) -> np.ndarray:
     return out if blk.bo is None else out + blk.bo
 
 
-def _heads(h: np.ndarray, blk: Block, cfg: Config, kind: Kind) -> tuple:
+def _heads(h: np.ndarray, blk: Block, cfg: Config, kind: LayerKind) -> tuple:
     """q, k and v, heads (or groups) × n × head_dim: one product each for every head, then
     QK-norm and the rotation where the layer has them."""
     def split(w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
@@ -45,7 +45,7 @@ def _heads(h: np.ndarray, blk: Block, cfg: Config, kind: Kind) -> tuple:
     return q, k, v
 
 
-def weights(q: np.ndarray, k: np.ndarray, cfg: Config, kind: Kind, sinks: np.ndarray | None = None) -> np.ndarray:
+def weights(q: np.ndarray, k: np.ndarray, cfg: Config, kind: LayerKind, sinks: np.ndarray | None = None) -> np.ndarray:
     """Each head's attention weights: scaled scores, soft-capped, ALiBi's penalty, the mask, softmax
     (each head's sink logit one more key with no value: the tokens' shares sum to 1 − sink)."""
     n, position = q.shape[1], cfg.family.position

@@ -61,10 +61,10 @@ class Scenario:
     sinks: np.ndarray | None = None       # one sink logit per head: it joins each query's softmax (gpt-oss)
     out_norm: dict | None = None          # {"kind": "rms", "gain": 1 × d_out, "eps"}: a norm of the attention's
     #                                       output before the residual (residual = x + out_norm)
-    mla: dict | None = None               # multi-head latent attention's shared parts (scenario/latent.py): rank,
+    mla: dict | None = None               # multi-head latent attention's shared parts (mechanisms/latent): rank,
     #                                       rope, nope, q_rank, w_dkv, w_kr, w_dq, kv_norm, q_norm, eps; then w_q is
     #                                       [W_UQ | W_QR], w_k is W_UK and w_v is W_UV (both read the latent c_kv)
-    score_bias: np.ndarray | None = None  # heads × query × key, added to the scaled scores; −∞ masks (score_bias.py)
+    score_bias: np.ndarray | None = None  # heads × query × key, added to the scaled scores; −∞ masks (mechanisms/score_bias.py)
 
     def __repr__(self) -> str:
         from ..notebook import scenario_repr
@@ -124,7 +124,7 @@ class Scenario:
     def exact(self) -> bool:
         """Whether every input is a small fraction as typed, so that rational arithmetic gives
         exact results (a worksheet); random and learned weights are not."""
-        from ..numbers import exact_values
+        from ..printing import exact_values
         if self.random is not None:
             return False
         norm = self.norm_in or {}

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ..ids import parse, step_id
-from ..numbers import divisor
+from ..printing import divisor
 from .base import Kind, register
 from .cell import MAX_TERMS
 from .softmax import _base

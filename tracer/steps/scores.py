@@ -117,8 +117,8 @@ def _masked_formula(ctx) -> str:
         return formula(ctx)
     mask = ctx.mask if isinstance(ctx.mask, str) else "matrix"
     if mask.startswith("streaming:"):
-        sinks, width = mask.split(":")[1:]
-        first = "first key" if sinks == "1" else f"first {sinks} keys"
+        kept, width = mask.split(":")[1:]   # StreamingLLM's first tokens kept, then a window
+        first = "first key" if kept == "1" else f"first {kept} keys"
         return f"S, with −∞ except on the {first} and the last {width} (streaming)"
     if mask.startswith("sliding:"):
         return f"S, with −∞ outside the window of the last {mask.partition(':')[2]} keys (sliding)"

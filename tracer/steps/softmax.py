@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from ..numbers import divisor
+from ..printing import divisor
 from .base import Kind, register
 from .scores import standard
 

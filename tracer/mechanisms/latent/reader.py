@@ -77,16 +77,21 @@ def weights(value, given, shapes: Shapes, layout: str) -> dict:
                kv_norm=_gain(value, "kv_norm", down.shape[1], "rank"),
                q_norm=None if q_down is None else _gain(value, "q_norm", q_down.shape[1], "q_rank"))
     out = dict(w_q=np.concatenate([w_uq, w_qr], axis=2), w_k=w_uk, w_v=w_uv, mla=mla)
-    if "o" in given:
-        d_v = w_uv.shape[2]
-        shapes.sizes["heads·d_v"], shapes.origin["heads·d_v"] = heads * d_v, "mla.up_v"
-        w_o = matrix(given["o"], "weights.o")
-        shapes.check("weights.o", w_o.shape, ("heads·d_v", "d_out"))
-        out["w_o"] = orient(w_o)
+    return {**out, **_output(given, heads * w_uv.shape[2], shapes, orient)}
+
+
+def _output(given: dict, width: int, shapes: Shapes, orient) -> dict:
+    """W_O (heads·d_v × d_out) and its bias from [weights], when given."""
+    if "o" not in given:
         if "bo" in given:
-            out["b_o"] = vectors(given["bo"], "weights.bo", 1, out["w_o"].shape[1])
-    elif "bo" in given:
-        raise ScenarioError("weights.bo", "expected an output projection o for its bias")
+            raise ScenarioError("weights.bo", "expected an output projection o for its bias")
+        return {}
+    shapes.sizes["heads·d_v"], shapes.origin["heads·d_v"] = width, "mla.up_v"
+    w_o = matrix(given["o"], "weights.o")
+    shapes.check("weights.o", w_o.shape, ("heads·d_v", "d_out"))
+    out = {"w_o": orient(w_o)}
+    if "bo" in given:
+        out["b_o"] = vectors(given["bo"], "weights.bo", 1, out["w_o"].shape[1])
     return out
 
 

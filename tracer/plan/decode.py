@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .ids import parse, step_id
-from .plan import context, latent_sizes, layer_plan
-from .steps import KINDS, Context, Dims, Step
+from ..ids import parse, step_id
+from ..steps import KINDS, Context, Dims, Step
+from .layer import context, latent_axes, layer_plan
 
 DECODED = ("q", "q_rot", "scores", "scaled", "exp", "sums", "weights", "z")   # a head's kinds per token
 LAYER = ("concat", "out", "residual", "norm")
@@ -38,7 +38,7 @@ def decode_plan(dims: Dims, arithmetic, layout: str) -> list[Step]:
     """Input steps, the prefill's steps (a causal run of the first P tokens, ids prefixed), then
     per decoded token: its heads' steps (a group's cache once, before its first head) and the layer's."""
     if arithmetic.online:
-        from .errors import ScenarioError
+        from ..errors import ScenarioError
         raise ScenarioError("algorithm", "expected standard with [decode] (a decoded token's scores are one "
                             "row already: there is no n × n matrix to avoid)")
     full = layer_plan(replace(dims, prompt=None), arithmetic, layout, "causal")
@@ -59,7 +59,7 @@ def _token(ctx: Context, t: int, formulas: dict) -> list[Step]:
     dims, cols, steps = ctx.dims, ctx.columns, []
     per = dims.heads // dims.kv_heads
     size = dict(token=1, query=1, key=t + 1, d_k=dims.d_k, d_v=dims.d_v, one=1, d_out=dims.d_out, d_model=dims.d_model,
-                **latent_sizes(dims))
+                **latent_axes(dims))
 
     def add(kind, inputs, head=None, group=None, width=None, formula=None):
         axes = KINDS[kind].axes(ctx) if callable(KINDS[kind].axes) else KINDS[kind].axes
@@ -126,7 +126,7 @@ def _layer(ctx: Context, zs: list[str], add) -> None:
 def _latent_token(ctx: Context, t: int, add) -> None:
     """A decoded token under latent attention: the cache grows by its c_kv and k_pe row; each head
     makes its query, absorbs W_UK into it and reads the scores straight from the cache."""
-    from .mechanisms.latent.steps import q_source
+    from ..mechanisms.latent.steps import q_source
     dims = ctx.dims
     rank, rope, *_ = dims.latent
     heads, d_v = dims.heads, dims.d_v

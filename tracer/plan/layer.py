@@ -2,8 +2,8 @@
 axes and shapes, all derived from the kinds' declarations before any number is computed."""
 from __future__ import annotations
 
-from .ids import step_id
-from .steps import KINDS, Context, Dims, Step
+from ..ids import step_id
+from ..steps import KINDS, Context, Dims, Step
 
 
 
@@ -13,7 +13,7 @@ def context(dims: Dims, arithmetic, columns: bool, mask) -> Context:
     return Context(dims, arithmetic, columns, mask, present)
 
 
-def latent_sizes(dims: Dims) -> dict:
+def latent_axes(dims: Dims) -> dict:
     """The axes of multi-head latent attention's steps (0 without it)."""
     rank, rope, nope, q_rank, *_ = dims.latent or (0, 0, 0, 0)
     return dict(latent=rank, rope=rope, nope=nope, q_latent=q_rank)
@@ -21,11 +21,11 @@ def latent_sizes(dims: Dims) -> dict:
 
 def layer_plan(dims: Dims, arithmetic, layout: str, mask) -> list[Step]:
     """The steps a run of the whole layer records: the input kinds, every head's kinds (a block loop
-    under the online algorithm), then the layer's kinds. (A [decode] run: plan_decode.py.)"""
+    under the online algorithm), then the layer's kinds. (A [decode] run: decode.py.)"""
     ctx = context(dims, arithmetic, layout == "columns", mask)
     size = dict(token=dims.n, query=dims.n, key=dims.keys, context=dims.keys, d_model=dims.d_model, d_k=dims.d_k,
                 d_v=dims.d_v, d_out=dims.d_out, one=1, rank=dims.rank, d_context=dims.d_context or 0,
-                pair=dims.pairs, **latent_sizes(dims))
+                pair=dims.pairs, **latent_axes(dims))
     steps = []
 
     def add(kind, head, group=None, block=None, first=0):

@@ -2,9 +2,9 @@
 depend on (sizes, arithmetic, layout and mask kind), with each head's ids and the cells to hold."""
 from __future__ import annotations
 
-from .plan import layer_plan
-from .plan_decode import decode_plan
-from .steps import Dims, Step
+from ..steps import Dims, Step
+from .decode import decode_plan
+from .layer import layer_plan
 
 _plans: dict[tuple, tuple] = {}   # a plan depends on sizes, arithmetic, layout and mask kind only
 
