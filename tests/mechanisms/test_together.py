@@ -1,7 +1,8 @@
-"""The mechanisms of today's checkpoints (CONTRACT §13), written by hand, against a NumPy layer written
-here from the papers' formulas: QK-norm (per head and over the whole width), rotary frequencies scaled
-by linear, llama3 and yarn (with its attention factor) and partial rotary, soft-capping, ALiBi, the
-streaming mask and a norm of the output; both layouts, float64 and float32, the stage and the fused paths."""
+"""The mechanisms of today's checkpoints together (CONTRACT §13), written by hand, against a NumPy layer
+written from the papers' formulas (mechanisms_reference): QK-norm (per head and over the whole width),
+rotary frequencies scaled by linear, llama3 and yarn (with its attention factor) and partial rotary,
+soft-capping, ALiBi, the streaming mask and a norm of the output; both layouts, float64 and float32,
+the stage and the fused paths, the online algorithm and decoding. Each mechanism alone: its own file."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,34 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import tracer
-from mechanisms_reference import reference
-
-
-# ---------------------------------------------------------------- a layer with every mechanism
-
-SCALINGS = [None, dict(type="linear", factor=4.0),
-            dict(type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=40),
-            dict(type="yarn", factor=4.0, original_max_position_embeddings=40, beta_fast=8.0, beta_slow=1.0)]
-
-
-def layer(rng, n, heads, groups, d_k, *, scope="head", scaling=None, dims=None, softcap=None, alibi=False,
-          norm=True, out_norm=True, style="half"):
-    d = 6
-    r = lambda *shape: rng.normal(size=shape)  # noqa: E731
-    a = dict(x=r(n, d), q=list(r(heads, d, d_k)), k=list(r(groups, d, d_k)), v=list(r(groups, d, d_k)),
-             o=r(heads * d_k, d), residual=dict(norm="none"))
-    if norm:
-        a.update(q_norm=list(r(heads, d_k)), k_norm=list(r(groups, d_k)), qk_norm_eps=1e-5, qk_norm_scope=scope)
-    if style:
-        a["rope"] = dict(base=30.0, style=style, offset=3, **({"scaling": scaling} if scaling else {}),
-                         **({"dims": dims} if dims else {}))
-    if softcap:
-        a["softcap"] = softcap
-    if alibi:
-        a["alibi"] = tracer.alibi_slopes(heads) * 4
-    if out_norm:
-        a["out_norm"] = dict(kind="rms", gain=r(d), eps=1e-6)
-    return a
+from mechanisms_reference import SCALINGS, layer, reference
 
 
 def columns(a: dict) -> dict:
@@ -104,18 +78,6 @@ def test_the_fused_path_runs_qk_norm_scaled_rotary_and_the_output_norm(large, sc
     np.testing.assert_allclose(stages.rows("kv1.k_norm"), trace.rows("kv1.k_norm"), rtol=1e-12, atol=1e-12)
 
 
-def test_softcap_and_alibi_at_fused_size_fall_back_to_the_stage_path():
-    rng = np.random.default_rng(9)
-    a = layer(rng, 512, 4, 4, 4, softcap=2.0, alibi=True, out_norm=False, norm=False, style=None)
-    sc = tracer.from_arrays(**a, mask="causal")
-    trace = tracer.run(sc, lazy=True)
-    assert trace.engine == "stages"
-    ref = reference(a)
-    for sid in ("h0.capped", "h3.biased", "h2.weights", "residual"):
-        np.testing.assert_allclose(trace.rows(sid), ref[sid], rtol=1e-9, atol=1e-9, err_msg=sid)
-    np.testing.assert_allclose(tracer.attention(sc), ref["residual"], rtol=1e-9, atol=1e-9)
-
-
 def test_the_steps_sit_where_the_contract_puts_them():
     rng = np.random.default_rng(1)
     a = layer(rng, 3, 2, 1, 4, scaling=SCALINGS[1], softcap=2.0, alibi=True)
@@ -139,22 +101,6 @@ def test_a_layer_without_rotary_positions_has_no_rotation_steps():
     trace = tracer.run(tracer.from_arrays(**a))
     assert not any(s.kind in ("freqs", "q_rot", "k_rot") for s in trace.steps)
     assert trace.step("h0.scores").inputs == ("h0.q_norm", "h0.k_norm")
-
-
-@pytest.mark.parametrize("engine", ["auto", "stages", "fused"])
-@pytest.mark.parametrize("algorithm", ["standard", "online"])
-def test_by_hand_floors_a_normed_score_of_a_whole_number_as_that_number(engine, algorithm):
-    """q̂·q̂ is exactly gain² · d_k = 4, computed as 3.9999999999999996 for most rows: ⌊4 ÷ 2⌋ is 2, not 1."""
-    import numba  # noqa: F401  (the compiled stage kernels too, not only their plain Python)
-    rows = np.array([[0, 0, 1, 1], [0, 0, 1, 2], [1, 2, 3, 5], [0, 4, 1, 3], [5, 1, 2, 0]], float)
-    sc = tracer.from_arrays(rows, np.eye(4), np.eye(4), np.eye(4), q_norm=[1] * 4, k_norm=[1] * 4, qk_norm_eps=0)
-    trace = tracer.run(sc, "by-hand", engine=engine, algorithm=algorithm, block=2)
-    if algorithm == "standard":
-        np.testing.assert_array_equal(np.diag(trace.rows("h0.scaled")), 2.0)
-    else:
-        np.testing.assert_array_equal([trace.rows(f"h0.blk{i // 2}.scores")[i, i % 2] for i in range(5)], 2.0)
-    for dtype in ("float32", "float64"):
-        np.testing.assert_array_equal(np.diag(tracer.run(sc, "by-hand", dtype=dtype).rows("h0.scaled")), 2.0)
 
 
 @pytest.mark.parametrize("engine", ["stages", "fused"])

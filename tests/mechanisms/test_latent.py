@@ -1,6 +1,7 @@
-"""Multi-head latent attention written by hand ([mla]): every step against NumPy written here from
-DeepSeek-V2's formulas (fixed cases and generated ones, both presets and layouts), the absorbed
-scores equal to the rebuilt ones, the cache in numbers, the built-in's lesson, and the refusals."""
+"""Multi-head latent attention written by hand ([mla]; mechanisms/latent): every step against NumPy
+written here from DeepSeek-V2's formulas (fixed cases and generated ones, both presets and layouts),
+the absorbed scores equal to the rebuilt ones, the cache in numbers, the built-in's lesson, the
+refusals. (DeepSeek's checkpoints: test_deepseek.py.)"""
 from __future__ import annotations
 
 import math
@@ -13,6 +14,7 @@ from hypothesis import given, settings, strategies as st
 import tracer
 import tracer.export
 from mechanisms_reference import allowed, rms, rotate
+from tracer.mechanisms.latent.compute import absorbed_scores, cache_per_token, rebuilt_scores
 from tracer.scenario import scenarios_dir
 
 
@@ -192,3 +194,23 @@ def test_decoding_from_the_latent_cache(preset, prompt):
         assert f"{t + 1} tokens × (2 + 2) = {4 * (t + 1)} numbers" in trace.step(f"t{t}.ckv_cache").formula
         assert f"would hold {8 * (t + 1)}" in trace.step(f"t{t}.ckv_cache").formula
     assert "absorbed" in trace.explain("t3.h0.scores", 0, 1) and "c_kv(cat)·W_UV" in trace.explain("t3.h0.v", 1, 0)
+
+
+# ---------------------------------------------------------------- the absorbed form and the cache, generated
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 6), rank=st.integers(1, 5), nope=st.integers(1, 5), seed=st.integers(0, 2**31))
+def test_absorbed_equals_rebuilt(n, rank, nope, seed):
+    rng = np.random.default_rng(seed)
+    q, w_uk, c = rng.integers(-3, 4, (n, nope)), rng.integers(-3, 4, (rank, nope)), rng.integers(-3, 4, (n, rank))
+    want = np.array([[sum(q[i, d] * sum(c[j, r] * w_uk[r, d] for r in range(rank)) for d in range(nope))
+                      for j in range(n)] for i in range(n)])
+    assert (absorbed_scores(q, w_uk, c) == want).all() and (rebuilt_scores(q, w_uk, c) == want).all()
+
+
+@settings(max_examples=25, deadline=None)
+@given(h=st.integers(1, 64), d=st.integers(1, 256), g=st.integers(1, 64), rank=st.integers(1, 1024),
+       rope=st.integers(1, 128))
+def test_cache_formula(h, d, g, rank, rope):
+    sizes = cache_per_token(h, d, g, rank, rope)
+    assert sizes == dict(MHA=2 * h * d, GQA=2 * g * d, MQA=2 * d, MLA=rank + rope)

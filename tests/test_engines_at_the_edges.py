@@ -9,20 +9,11 @@ import numpy as np
 import pytest
 
 import tracer
+from engines import run_in
 from tracer import kernels
 from tracer.kernels import warm
-from tracer.numpy_engine import KERNELS as NUMPY_KERNELS
 
 TINY = {"float64": np.finfo(np.float64).tiny, "float32": np.finfo(np.float32).tiny}
-
-
-def run_in(engine: str, scenario, **keys) -> tracer.Trace:
-    """A whole trace on one engine: py (plain kernels), jit, numpy or fused."""
-    trace = tracer.run(scenario, lazy=True, engine="fused" if engine == "fused" else "stages", **keys)
-    if engine != "fused":
-        trace.kernels = {"py": kernels.stage_kernels(compiled=False), "jit": kernels.stage_kernels(compiled=True),
-                         "numpy": NUMPY_KERNELS}[engine]
-    return trace.compute_all()
 
 
 def two_keys(top: float, gap: float) -> tracer.Scenario:
@@ -129,36 +120,3 @@ def test_other_engines_stay_within_the_documented_bound(scenario, engine, dtype)
 def test_a_cold_cache_is_the_numpy_engine(monkeypatch, scenario):
     monkeypatch.setattr(warm, "use_numpy", lambda: True)
     assert tracer.run(scenario, dtype="float32").engine in ("numpy", "stages", "fused")
-
-
-def qk_normed(x, scope: str) -> tracer.Scenario:
-    """Two heads reading x as it is (identity projections), q and k RMS-normed with gain 1 and
-    norm_eps = 0, each head's own (scope "head") or every head's together ("all")."""
-    eye = np.eye(2)
-    return tracer.from_arrays(x=x, q=[eye, eye], k=[eye, eye], v=[[[1.0], [1.0]]] * 2, q_norm=[1.0, 1.0],
-                              k_norm=[1.0, 1.0], qk_norm_eps=0, qk_norm_scope=scope)
-
-
-@pytest.mark.parametrize("engine", ["py", "jit", "fused"])
-@pytest.mark.parametrize("scope", ["head", "all"])
-def test_a_row_of_zeros_under_norm_eps_0_is_refused_naming_the_eps(engine, scope):
-    """0 ÷ √0 has no value (PyTorch's RMSNorm gives NaN): one line naming weights.norm_eps and the
-    row, where it was a ZeroDivisionError (plain and compiled kernels) or a NaN blamed on a step."""
-    with pytest.raises(tracer.ScenarioError) as info:
-        run_in(engine, qk_normed([[0.0, 0.0], [1.0, 2.0]], scope))
-    message = str(info.value)
-    assert message.startswith("weights.norm_eps: is 0, and ") and "\n" not in message
-    assert "of token 0 ('t1') is all zeros" in message and "0 ÷ 0 has no value" in message
-    assert ("every head's" if scope == "all" else "head 0's") in message
-
-
-@pytest.mark.parametrize("engine", ["py", "jit", "fused"])
-@pytest.mark.parametrize("scope", ["head", "all"])
-@pytest.mark.parametrize("tiny", [1e-200, 1e-170])
-def test_norm_eps_0_norms_a_row_of_tiny_values(engine, scope, tiny):
-    """Rows whose squares underflow to 0 in float64 still have a root mean square: t/√2 for
-    [t, 0] and 5t/√2 for [3t, −4t], so that they norm to [√2, 0] and [3√2/5, −4√2/5]."""
-    trace = run_in(engine, qk_normed([[tiny, 0.0], [3 * tiny, -4 * tiny]], scope))
-    r = math.sqrt(2)
-    for sid in ("h0.q_norm", "h1.q_norm", "h0.k_norm"):
-        np.testing.assert_allclose(trace[sid], [[r, 0.0], [3 * r / 5, -4 * r / 5]], rtol=1e-15, err_msg=sid)

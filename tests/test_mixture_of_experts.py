@@ -1,10 +1,9 @@
 """Qwen3-MoE and gpt-oss checkpoints against transformers' eager forward (every layer: the stream
-entering it, each head's weights, the attention's output), gpt-oss's experts stored as MXFP4, and
-attention sinks written by hand against a softmax with one more column written here."""
+entering it, each head's weights, the attention's output), gpt-oss's experts stored as MXFP4, its
+sinks and its yarn kept per head (sinks written by hand: mechanisms/test_sinks.py)."""
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pytest
@@ -100,53 +99,6 @@ def test_one_byte_by_hand():
     assert got.shape == (32, 1) and got[0, 0] == -12.0 and got[1, 0] == 2.0 and not got[2:].any()
 
 
-# ------------------------------------------------------------------- sinks written by hand
-def reference(x, wq, wk, wv, sinks, preset, causal):
-    """Each head's tokens' weights, the sink's share and z, with the sink as one more column."""
-    out = []
-    for h, s_h in enumerate(sinks):
-        s = (x @ wq[h]) @ (x @ wk[h]).T
-        c = math.sqrt(wq.shape[2])
-        s = s / c if preset == "exact" else np.floor(s / max(1, round(c)))
-        if causal:
-            s = np.where(np.tril(np.ones_like(s)) > 0, s, -np.inf)
-        full = np.concatenate([s, np.full((len(s), 1), s_h)], axis=1)
-        e = np.exp(full - full.max(axis=1, keepdims=True)) if preset == "exact" else 3.0 ** full
-        p = e / e.sum(axis=1, keepdims=True)
-        out.append((p[:, :-1], p[:, -1], p[:, :-1] @ (x @ wv[h])))
-    return out
-
-
-ints = st.integers(-2, 2)
-
-
-@settings(max_examples=20, deadline=None)
-@given(st.data(), st.sampled_from(["exact", "by-hand"]), st.sampled_from(["rows", "columns"]), st.booleans())
-def test_sinks_against_numpy(data, preset, layout, causal):
-    n, d, heads, dk = data.draw(st.integers(1, 4)), 3, data.draw(st.integers(1, 3)), 4
-    mat = lambda *shape: np.array(data.draw(st.lists(ints, min_size=math.prod(shape), max_size=math.prod(shape))),  # noqa: E731
-                                   dtype=float).reshape(shape)
-    x, wq, wk, wv = mat(n, d), mat(heads, d, dk), mat(heads, d, dk), mat(heads, d, 2)
-    sinks = [data.draw(st.sampled_from([-1.0, 0.0, 0.5, 2.0, 5.0])) for _ in range(heads)]
-    t = (lambda m: m.T) if layout == "columns" else (lambda m: m)
-    sc = tracer.from_arrays(t(x), [t(w) for w in wq], [t(w) for w in wk], [t(w) for w in wv], layout=layout,
-                            mask="causal" if causal else None, sinks=sinks, arithmetic=preset)
-    trace = tracer.run(sc)
-    for h, (w, sink, z) in enumerate(reference(x, wq, wk, wv, sinks, preset, causal)):
-        np.testing.assert_allclose(trace.rows(f"h{h}.weights"), w, rtol=1e-12, atol=1e-15)
-        np.testing.assert_allclose(trace.rows(f"h{h}.sink")[:, 0], sink, rtol=1e-12)
-        np.testing.assert_allclose(trace.rows(f"h{h}.z"), z, rtol=1e-12, atol=1e-12)
-        assert trace.explain(f"h{h}.sink", 0, 0) and "sink's power" in trace.explain(f"h{h}.sums", 0, 0)
-
-
-def test_sink_explain_shows_the_numbers():
-    sc = tracer.from_arrays([[1, 0], [0, 1]], [[[1, 0], [0, 1]]], [[[1, 0], [0, 1]]], [[[1, 0], [0, 1]]],
-                            mask="causal", sinks=[1.0], arithmetic="by-hand")
-    trace = tracer.run(sc)
-    assert "] = 3^1 ÷ 7 = 3 ÷ 7 = 3/7" in trace.explain("h0.sink", 1, 0)   # powers 1, 3 and the sink's 3
-    assert "] = 1 + 3 + 3 = 7   (the h0.exp row, plus the sink's power 3^1 = 3," in trace.explain("h0.sums", 1, 0)
-
-
 # ------------------------------------------------------------------- refusals
 def refused(capsys, folder, *words):
     capsys.readouterr()
@@ -206,26 +158,6 @@ def test_a_config_without_the_expert_counts(capsys, copy, key):
     refused(capsys, copy, "config.json", key, "is missing")
 
 
-# ------------------------------------------------------------------- the built-in's lesson
-def test_sinks_builtin_lesson():
-    from fractions import Fraction
-    t = tracer.run("sinks")   # by-hand: powers of 3, no max subtracted
-    share = lambda sid, row: [Fraction(float(v)).limit_denominator(100) for v in t.rows(sid)[row]]  # noqa: E731
-    assert share("h0.weights", 3) == [Fraction(1, 15), Fraction(1, 15), Fraction(3, 5), Fraction(1, 15)]  # sat → cat
-    assert share("h0.sink", 3) == [Fraction(1, 5)]
-    assert share("h0.weights", 1)[:2] == [Fraction(1, 5)] * 2 and share("h0.sink", 1) == [Fraction(3, 5)]
-    np.testing.assert_array_equal(t.rows("h0.z")[1], 0)            # "the" reads nothing
-    assert share("h0.sums", 1) == [5] and share("h0.sums", 3) == [15]
-    x, w = np.array([[0, 0], [0, 0], [0, 1], [1, 0]], float), {"q": [[2], [0]], "k": [[0], [1]]}
-    for preset in ("exact", "by-hand"):
-        got = tracer.run("sinks", preset)
-        (weights, sink, z), = reference(x, np.array([w["q"]], float), np.array([w["k"]], float), np.eye(2)[None],
-                                        [1.0], preset, causal=True)
-        np.testing.assert_allclose(got.rows("h0.weights"), weights, rtol=1e-12)
-        np.testing.assert_allclose(got.rows("h0.sink")[:, 0], sink, rtol=1e-12)
-    assert 0.5 < float(tracer.run("sinks", "exact").rows("h0.sink")[1, 0]) < 0.6   # 1 ÷ (1 + 2/e)
-
-
 def test_gpt_oss_yarn_without_truncation_matches_transformers(folders):
     """gpt-oss's yarn keeps the ramp's ends fractional (truncate false): the frequencies and the
     attention factor as transformers computes them, and not as the truncated ramp would give."""
@@ -238,14 +170,6 @@ def test_gpt_oss_yarn_without_truncation_matches_transformers(folders):
     assert rope.attention_factor(spec) == pytest.approx(factor, rel=1e-6)
     truncated = dict(spec, scaling={k: v for k, v in spec["scaling"].items() if k != "truncate"})
     assert not np.allclose(rope.frequencies(truncated, 16), freqs, rtol=1e-6)
-
-
-def test_sinks_refused_with_decode_and_online():
-    base = dict(x=[[1, 0], [0, 1]], q=[[1, 0], [0, 1]], k=[[1, 0], [0, 1]], v=[[1, 0], [0, 1]], sinks=[0.5])
-    with pytest.raises(tracer.ScenarioError, match="weights.sinks: expected no \\[decode\\]"):
-        tracer.from_arrays(**base, mask="causal", decode=1)
-    with pytest.raises(tracer.ScenarioError, match="algorithm: expected standard with weights.sinks"):
-        tracer.run(tracer.from_arrays(**base), algorithm="online")
 
 
 def test_chosen_heads_keep_their_own_sinks(folders):

@@ -1,8 +1,8 @@
-"""ALiBi's texts and numbers: h{h}.biased keeps the contract's scaled − m_h·(i − j) for every key
-(a later key gains; BLOOM adds m_h·j to every score, which gives the same weights with or without a
-mask), and its story says when the mask removes such a key next; by-hand weights are fractions
-however large the denominator a sheet meets (6561/7381, not 0.8889), and a table that must still
-write a decimal says why. References are Fractions and NumPy written here."""
+"""ALiBi (BLOOM, some Falcons; mechanisms/alibi.py): the slopes of Press et al. and of BLOOM's
+build_alibi_tensor, the weights BLOOM gives, the lesson's numbers, and its texts: h{h}.biased keeps
+the contract's scaled − m_h·(i − j) for every key (a later key gains; BLOOM adds m_h·j to every score,
+the same weights with or without a mask), its story says when the mask removes such a key next, and
+by-hand weights are fractions however large the denominator a sheet meets (6561/7381, not 0.8889)."""
 from __future__ import annotations
 
 import math
@@ -13,6 +13,58 @@ import pytest
 
 import tracer
 from tui.cli import main
+
+
+def fractions(trace, sid: str, row: int) -> list[Fraction]:
+    return [Fraction(float(v)).limit_denominator(1000) for v in trace.rows(sid)[row]]
+
+
+def test_alibi_slopes_of_the_paper_for_8_heads():
+    slopes = tracer.alibi_slopes(8)
+    assert [Fraction(float(m)) for m in slopes] == [Fraction(1, 2 ** h) for h in range(1, 9)]   # 1/2 … 1/256
+
+
+def test_alibi_slopes_for_counts_that_are_not_powers_of_two_interleave():
+    # 12 heads: the 8 slopes of 8 heads, then every other slope of 16 heads' (2^−0.5, 2^−1.5, 2^−2.5, 2^−3.5)
+    want = [2.0 ** -h for h in range(1, 9)] + [2.0 ** -(h + 0.5) for h in range(0, 4)]
+    np.testing.assert_allclose(tracer.alibi_slopes(12), want, rtol=1e-15)
+    assert list(tracer.alibi_slopes(1)) == [2.0 ** -8]
+
+
+@pytest.mark.parametrize("heads", [1, 2, 3, 4, 5, 6, 8, 12, 16, 20, 32, 40, 112])
+def test_alibi_slopes_equal_bloom_build_alibi_tensor(heads):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+    bias = build_alibi_tensor(torch.ones(1, 3), heads, torch.float64)   # heads × 1 × keys: slope·j
+    np.testing.assert_allclose(tracer.alibi_slopes(heads), bias[:, 0, 1].numpy(), rtol=1e-6)
+
+
+def test_biased_scores_give_the_weights_bloom_gives():
+    """BLOOM adds slope·j (a constant per query, as the contract says); ours subtract slope·(i − j):
+    the same weights under a causal mask."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    rng = np.random.default_rng(0)
+    x, w = rng.normal(size=(5, 4)), [rng.normal(size=(4, 2)) for _ in range(4)]
+    trace = tracer.run(tracer.from_arrays(x, w, w, w, mask="causal", alibi=True))
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+    bias = build_alibi_tensor(torch.ones(1, 5), 4, torch.float64)[:, 0, :].numpy()
+    for h in range(4):
+        q = x @ w[h]
+        s = q @ q.T / math.sqrt(2) + bias[h][None, :]
+        s = np.where(np.tril(np.ones((5, 5), bool)), s, -np.inf)
+        e = np.exp(s - s.max(1, keepdims=True))
+        np.testing.assert_allclose(trace[f"h{h}.weights"], e / e.sum(1, keepdims=True), rtol=1e-12, atol=1e-15)
+
+
+def test_alibi_lesson():
+    t = tracer.run("alibi")   # by-hand: five equal words, slopes 2 and 1
+    assert fractions(t, "h1.weights", 4) == [Fraction(3 ** k, 121) for k in range(5)]
+    assert fractions(t, "h0.weights", 3)[:4] == [Fraction(9 ** k, 820) for k in range(4)]
+    assert t.rows("h0.biased")[4, 0] == t.rows("h0.scaled")[4, 0] - 2 * 4
+    assert "2 − 1·(4 − 1) = 2 − 3 = −1" in t.explain("h1.biased", 4, 1)
+
 
 SLOPES = (2, 1)   # the alibi built-in's
 
