@@ -209,7 +209,7 @@ def _stage_head(run, h: int, K) -> tuple[dict, bool]:
         from . import online
         out.update(online.stage_head(run, h, kv, q))
         return out, bool(np.isfinite(out[step_id("z", h)]).all())
-    *arrays, finite = K.attend(q, k, kv["v"], allowed, _bias(run, h), _rule(run, h))
+    *arrays, finite = K.attend(q, k, kv[latest(kv, "value")], allowed, _bias(run, h), _rule(run, h))
     out.update({ids[kind]: arr for kind, arr in zip(_ATTEND, arrays) if kind in ids})
     return out, finite
 

@@ -59,7 +59,7 @@ def stage_head(run, h: int, kv: dict, q: np.ndarray) -> dict:
     """Head h's block steps and z by id, on NumPy (q: the rotated queries under RoPE)."""
     sc = run.scenario
     from .projections import latest
-    steps, z = head_numpy(q, kv[latest(kv, "key")], kv["v"], run.allowed, run.arithmetic, sc.d_k)
+    steps, z = head_numpy(q, kv[latest(kv, "key")], kv[latest(kv, "value")], run.allowed, run.arithmetic, sc.d_k)
     out = {step_id(kind, h, block=j): a for j, got in enumerate(steps) for kind, a in got.items()}
     out[step_id("z", h)] = z
     return out
@@ -102,6 +102,6 @@ def tiles(run, h: int) -> dict:
     from .projections import latest
     ids = run.plan_ids(h)
     q = run.rows(ids[latest(ids, "query")])[None]
-    k, v = run.rows(ids[latest(ids, "key")])[None], run.rows(ids["v"])[None]
+    k, v = run.rows(ids[latest(ids, "key")])[None], run.rows(ids[latest(ids, "value")])[None]
     got, _ = fused(run, [h], *(np.ascontiguousarray(a) for a in (q, k, v)), keep=True)
     return {sid: a for sid, a in got.items() if run.step(sid).key in ("blk_scores", "blk_powers", "blk_acc")}

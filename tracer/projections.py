@@ -7,6 +7,7 @@ import numpy as np
 
 from .ids import step_id
 from .kernels import matmul, pool
+from .mechanisms import v_norm
 from .mechanisms.qk_norm import normed_all, normed_one
 from .mechanisms.rotary.rotation import rotate, rotate_one
 from .steps.base import latest_stage
@@ -64,7 +65,7 @@ def _batched(run, heads: list[int]):
     aligned = heads[0] % per == 0 and len(heads) % per == 0
     pick = range(len(groups)) if aligned else [h // per - groups[0] for h in heads]
     k = np.stack([kv[g][latest(kv[g], "key")] for g in pick])
-    v = np.stack([kv[g]["v"] for g in pick])
+    v = np.stack([kv[g][latest(kv[g], "value")] for g in pick])
     return q, k, v, extra
 
 
@@ -87,19 +88,20 @@ def _group_kv(run, groups: list[int], first_ids: dict, per: int) -> list[dict]:
         v, v_down = matmul(src, _heads(sc.w_v, groups, dt)), None
         if sc.b_v is not None:
             v += sc.b_v[groups[0]:groups[-1] + 1, None, :].astype(dt)
+    normed_v = v_norm.normed(run, groups, v) if sc.v_norm is not None else None   # the values' norm
     k_norm = normed_all(run, "k", groups, k) if sc.k_norm is not None else None
     k_rot = rotate(k if k_norm is None else k_norm, sc.rope, dt) if sc.rope is not None else None
     out = []
     for n in range(len(groups)):
         got = {"k": k[n], "v": v[n]}
-        for kind, a in (("v_down", v_down), ("k_norm", k_norm), ("k_rot", k_rot)):
+        for kind, a in (("v_down", v_down), ("v_norm", normed_v), ("k_norm", k_norm), ("k_rot", k_rot)):
             if a is not None:
                 got[kind] = a[n]
         out.append(got)
     return out
 
 
-KV_KINDS = ("k", "v", "k_norm", "k_rot", "v_down")   # what a query head reads of its group
+KV_KINDS = ("k", "v", "k_norm", "k_rot", "v_down", "v_norm")   # what a query head reads of its group
 
 
 def project_one(K, src, w, b, dt):
@@ -123,6 +125,8 @@ def key_values(run, h: int, K) -> dict:
         got["v"] = K.project(got["v_down"], np.ascontiguousarray(sc.w_v_up[g], dtype=dt))
     else:
         got["v"] = project_one(K, src, sc.w_v[g], None if sc.b_v is None else sc.b_v[g], dt)
+    if sc.v_norm is not None:                                       # the values' norm
+        got["v_norm"] = v_norm.normed(run, [g], got["v"], K)
     if sc.k_norm is not None:
         got["k_norm"] = normed_one(K, run, "k", g, got["k"])
     if sc.rope is not None:

@@ -25,7 +25,7 @@ def read(scenario, data: dict) -> dict:
     given = [key for key in ("q_norm", "k_norm") if key in weights]
     if not given:
         for key in ("norm_eps", "norm_scope"):
-            if key in weights:
+            if key in weights and not (key == "norm_eps" and weights.get("v_norm")):   # v_norm's eps too
                 raise ScenarioError(f"weights.{key}", "expected only with q_norm and k_norm (QK-norm's gains)")
         return {}
     if len(given) == 1:

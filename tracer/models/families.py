@@ -66,6 +66,7 @@ class Family:
     experts: Experts | None = None      # a mixture of experts in the MLP, declared: its config keys,
     #                                     router, tensors and expert (experts.py, deepseek_experts.py)
     sinks: bool = False                 # a learned sink logit per head joins each softmax (gpt-oss)
+    v_norm: bool = False                # a gainless RMS norm of each token's value (Gemma 4)
 
     def block(self, i: int) -> str:
         return f"{self.blocks}.{i}."

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from ..kernels.blas import one_thread
-from ..mechanisms import alibi, qk_norm, softcap
+from ..mechanisms import alibi, qk_norm, softcap, v_norm
 from ..mechanisms.rotary.rotation import rotate
 from ..mechanisms.sinks import powers
 from . import experts
@@ -38,6 +38,8 @@ def _heads(h: np.ndarray, blk: Block, cfg: Config, kind: LayerKind) -> tuple:
         m = h @ w if b is None else h @ w + b
         return m.reshape(h.shape[0], -1, cfg.head_dim).transpose(1, 0, 2)
     q, k, v = split(blk.q, blk.bq), split(blk.k, blk.bk), split(blk.v, blk.bv)
+    if "v_norm" in cfg.parts:                                        # the values' norm (no gain)
+        v = v_norm.rows(v, cfg.eps)
     if blk.q_norm is not None:                                       # QK-norm
         q, k = (qk_norm.rows(m, g, cfg.eps, cfg.family.qk_norm) for m, g in ((q, blk.q_norm), (k, blk.k_norm)))
     if kind.rope is not None:                                        # rotary positions

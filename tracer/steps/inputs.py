@@ -134,6 +134,6 @@ _projection("v_down", "Values, down-projected", _kv_axes("rank"), "kv",
             present=lambda ctx: ctx.dims.rank > 0)
 _projection("v", "Values", _kv_axes("d_v"), "kv",
             "A value is what a token hands over once it is attended to. The output mixes values, not "
-            "the raw inputs.",
+            "the raw inputs.", chain="value",
             inputs=lambda ctx, h: ([ctx.sid("v_down", h)] if ctx.dims.rank else
                                    [ctx.sid("k", h)] if ctx.dims.v_is_k else [ctx.kv_source()]))

@@ -43,8 +43,7 @@ def _inputs(*kinds: str):
         got = []
         for kind in kinds:
             if kind in ("q", "k", "v"):
-                got.append(ctx.latest(h, {"q": "query", "k": "key"}[kind], "blk_scores") if kind != "v"
-                           else ctx.sid("v", h))
+                got.append(ctx.latest(h, {"q": "query", "k": "key", "v": "value"}[kind], "blk_scores"))
             elif kind.startswith("prev."):
                 got += [step_id(kind[5:], h, block=j - 1)] if j > 0 else []
             else:

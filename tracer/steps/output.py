@@ -33,7 +33,8 @@ register(Kind(
     "takes in what the tokens it attends to carry.",
     formula=lambda ctx: "Z = acc ÷ sums (last block)" if ctx.arithmetic.online else "Z = V·A" if ctx.columns else "Z = A·V",
     explain=_z_explain, sources=_z_sources,
-    inputs=lambda ctx, h: online.z_inputs(ctx, h) if ctx.arithmetic.online else [ctx.sid("weights", h), ctx.sid("v", h)],
+    inputs=lambda ctx, h: (online.z_inputs(ctx, h) if ctx.arithmetic.online
+                           else [ctx.sid("weights", h), ctx.latest(h, "value", "z")]),
     tip="multiply each value by its weight, then add the products"))
 
 
