@@ -65,5 +65,5 @@ def test_its_gain_is_a_given_input_of_the_exports(tmp_path):
     from tracer.export import write_export
     path = tmp_path / "o.npz"
     write_export(tracer.run(layer()), path)
-    with np.load(path) as npz:
+    with np.load(path, allow_pickle=False) as npz:
         np.testing.assert_array_equal(npz["given/out_norm.gain"], GAIN[None, :])

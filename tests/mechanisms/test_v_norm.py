@@ -101,7 +101,7 @@ def test_the_exports_hold_the_step_and_its_eps(tmp_path):
     trace = tracer.run(scenario())
     write_export(trace, tmp_path / "v.npz")
     write_export(trace, tmp_path / "v.json")
-    with np.load(tmp_path / "v.npz") as npz:
+    with np.load(tmp_path / "v.npz", allow_pickle=False) as npz:
         np.testing.assert_array_equal(npz["kv0.v_norm"], trace["kv0.v_norm"])
     doc = json.loads((tmp_path / "v.json").read_text(encoding="utf-8"))
     assert doc["scenario"]["v_norm"] == {"eps": 1e-6}
