@@ -123,6 +123,6 @@ DECLARATION = Mechanism(
     "alibi", "ALiBi", field="alibi", label="alibi", keys=("alibi",), read=read, arguments={"alibi": "alibi"},
     arrays=lambda sc: {"alibi": sc.alibi}, describe=lambda sc: [float(m) for m in sc.alibi],
     given_words=lambda sc: f"ALiBi's slope m = {per_head(sc.alibi)}",
-    fused=False, online=False, decode=False, checkpoint=_checkpoint,
+    fused=False, online=False, decode=False, checkpoint=_checkpoint, per_head={"alibi": "head"},
     said=lambda arrays: "biased subtracts each head's ALiBi slope times the distance to the key" if "alibi" in arrays
     else None)

@@ -55,6 +55,8 @@ class Mechanism:
     arithmetic: Callable | None = None   # (scenario, normalize, field): refuses an arithmetic it cannot go with
     config: Callable = _none        # (config.json's dict, Family) → what the checkpoint says of it, or None
     checkpoint: Callable = _nothing   # (block, Config, layer) → from_arrays keywords for a traced layer
+    per_head: dict = field(default_factory=dict)   # its keywords holding one entry per query head ("head")
+    #                                 or key/value group ("group"): what keeping a few heads keeps
     said: Callable = _none          # from_arrays keywords → words for a checkpoint layer's description
 
     def on(self, scenario) -> bool:

@@ -214,4 +214,4 @@ DECLARATION = Mechanism(
                          for name, gain in (("q_norm", trace.scenario.q_norm), ("k_norm", trace.scenario.k_norm))],
     symbols={"weights.q_norm": "g_Q (QK-norm's gain)", "weights.k_norm": "g_K (QK-norm's gain)"},
     given_words=lambda sc: f"QK-norm's eps {sc.qk_norm_eps:g} under the root",
-    decode=False, checkpoint=_checkpoint, said=_said)
+    decode=False, checkpoint=_checkpoint, said=_said, per_head={"q_norm": "head", "k_norm": "group"})

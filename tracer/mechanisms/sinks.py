@@ -112,7 +112,7 @@ DECLARATION = Mechanism(
     arrays=lambda sc: {"weights.sinks": sc.sinks}, describe=lambda sc: [float(s) for s in sc.sinks],
     given_words=lambda sc: (f"the sink's logit {per_head(sc.sinks)} (its power joins each query's sum; the sink's "
                             "share is that power ÷ the sum)"),
-    fused=False, online=False, decode=False, arithmetic=refuse_relu,
+    fused=False, online=False, decode=False, arithmetic=refuse_relu, per_head={"sinks": "head"},
     checkpoint=lambda blk, cfg, layer: {} if blk.sinks is None else {"sinks": blk.sinks},
     said=lambda arrays: ("each head's sink logit joins its softmax (sink is its share; the tokens' weights sum to "
                          "1 − sink)") if "sinks" in arrays else None)

@@ -151,13 +151,12 @@ def keep_heads(arrays: dict, heads) -> dict:
     rows = [r for h in heads for r in range(h * width, (h + 1) * width)]
     out = dict(arrays, q=[arrays["q"][h] for h in heads], k=[arrays["k"][g] for g in pick],
                v=[arrays["v"][g] for g in pick], o=arrays["o"][rows])
-    for key, kept in (("bq", heads), ("bk", pick), ("bv", pick), ("q_norm", heads), ("k_norm", pick),
-                      ("alibi", heads), ("sinks", heads)):
+    per = {"bq": "head", "bk": "group", "bv": "group"}   # and each mechanism's own (QK-norm's gains, slopes, sinks)
+    per.update({key: scope for m in MECHANISMS.values() for key, scope in m.per_head.items()})
+    for key, scope in per.items():
         if arrays.get(key) is not None:
-            out[key] = [arrays[key][i] for i in kept]
-    for key in ("alibi", "sinks"):
-        if key in out:
-            out[key] = np.array(out[key])
+            chosen = [arrays[key][i] for i in (heads if scope == "head" else pick)]
+            out[key] = np.array(chosen) if isinstance(arrays[key], np.ndarray) else chosen
     out["title"] += f" (heads {', '.join(map(str, heads))})"
     return out
 
