@@ -109,3 +109,37 @@ def reference(a: dict, mask: str = "causal", by_hand: bool = False) -> dict:
     return out
 
 
+# ---------------------------------------------------------------- a layer with every mechanism, drawn
+
+def slopes(heads: int) -> np.ndarray:
+    """ALiBi's slopes as Press et al. give them: 2^(−8h/P) for the power of two P ≤ heads, then every
+    other one of 2P's for the rest."""
+    p = 2 ** int(math.log2(heads))
+    own = [2.0 ** (-8.0 * h / p) for h in range(1, p + 1)]
+    more = [2.0 ** (-8.0 * h / (2 * p)) for h in range(1, 2 * p + 1, 2)][:heads - p]
+    return np.array(own + more)
+
+
+SCALINGS = [None, dict(type="linear", factor=4.0),
+            dict(type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=40),
+            dict(type="yarn", factor=4.0, original_max_position_embeddings=40, beta_fast=8.0, beta_slow=1.0)]
+
+
+def layer(rng, n, heads, groups, d_k, *, scope="head", scaling=None, dims=None, softcap=None, alibi=False,
+          norm=True, out_norm=True, style="half"):
+    d = 6
+    r = lambda *shape: rng.normal(size=shape)  # noqa: E731
+    a = dict(x=r(n, d), q=list(r(heads, d, d_k)), k=list(r(groups, d, d_k)), v=list(r(groups, d, d_k)),
+             o=r(heads * d_k, d), residual=dict(norm="none"))
+    if norm:
+        a.update(q_norm=list(r(heads, d_k)), k_norm=list(r(groups, d_k)), qk_norm_eps=1e-5, qk_norm_scope=scope)
+    if style:
+        a["rope"] = dict(base=30.0, style=style, offset=3, **({"scaling": scaling} if scaling else {}),
+                         **({"dims": dims} if dims else {}))
+    if softcap:
+        a["softcap"] = softcap
+    if alibi:
+        a["alibi"] = slopes(heads) * 4
+    if out_norm:
+        a["out_norm"] = dict(kind="rms", gain=r(d), eps=1e-6)
+    return a

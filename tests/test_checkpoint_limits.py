@@ -16,7 +16,7 @@ pytest.importorskip("transformers", reason="the tiny checkpoints are made with t
 pytest.importorskip("safetensors", reason="checkpoints need the models extra")
 
 from test_limits import limited  # noqa: E402
-from test_models_hostile import copy, edit_config, made, one_error, refused, reshaped  # noqa: E402,F401
+from test_checkpoint_bad_folders import copy, edit_config, made, one_error, refused, reshaped  # noqa: E402,F401
 
 CLI = "from tui.cli import main\nsys.exit(main(sys.argv[1:]))"
 

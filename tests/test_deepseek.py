@@ -17,8 +17,8 @@ import tiny_checkpoints as tc  # noqa: E402
 from tracer.errors import ScenarioError  # noqa: E402
 from tracer.models import deepseek  # noqa: E402
 from tracer.models.config import parse, read_config  # noqa: E402
-from tracer.models.deepseek_router import route  # noqa: E402
-from tracer.models.forward import norm  # noqa: E402
+from tracer.models.deepseek_experts import route  # noqa: E402
+from tracer.models.ops import norm  # noqa: E402
 from tracer.models.layer import _stream  # noqa: E402
 from tracer.models.weights import Tensors  # noqa: E402
 
@@ -127,7 +127,7 @@ def test_router_against_numpy(scoring, seed, groups):
     r = dict(scoring=scoring, method="group_limited_greedy", top_k=3, n_group=groups[0], topk_group=groups[1],
              norm_topk_prob=scoring == "sigmoid", routed_scaling_factor=2.5)
     h, gate, bias = rng.normal(size=(7, 5)), rng.normal(size=(12, 5)), rng.normal(size=12) * 0.3
-    w, e = route(h, gate, r, bias if scoring == "sigmoid" else None)
+    e, w = route(h @ gate.T, r, bias if scoring == "sigmoid" else None)
     rw, re_ = _route_reference(h, gate, bias if scoring == "sigmoid" else 0.0, r)
     order, rorder = np.argsort(e, axis=1), np.argsort(re_, axis=1)
     assert (np.take_along_axis(e, order, 1) == np.take_along_axis(re_, rorder, 1)).all()
@@ -325,7 +325,7 @@ def test_kimi_k2_reads_as_v3(built, tmp_path):
 
 def test_absorbed_scores_on_the_checkpoint(built):
     """W_UK folded into the queries gives each head's no-position scores from c_kv alone."""
-    from tracer.mla import absorbed_scores
+    from tracer.mechanisms.latent.compute import absorbed_scores
     folder, _, _ = built
     cfg, tensors = read_config(folder), Tensors(folder)
     x = _stream(tensors, cfg, IDS, 1)
@@ -341,7 +341,7 @@ def test_absorbed_scores_on_the_checkpoint(built):
 
 def test_cache_sizes_against_the_paper():
     """DeepSeek-V2's own sizes: 128 heads of 128, d_c = 4·d_h = 512, d_h^R = d_h/2 = 64."""
-    from tracer.mla import cache_per_token
+    from tracer.mechanisms.latent.compute import cache_per_token
     sizes = cache_per_token(heads=128, head_dim=128, groups=8, kv_rank=512, rope_dims=64)
     assert sizes == {"MHA": 2 * 128 * 128, "GQA": 2 * 8 * 128, "MQA": 2 * 128, "MLA": 576}
     # the paper's table writes MLA as (d_c + d_h^R)·l = (9/2)·d_h·l, the size of GQA with 2.25 groups
@@ -349,8 +349,8 @@ def test_cache_sizes_against_the_paper():
 
 
 def test_experts_read_once_each_and_only_when_chosen():
-    """apply_experts against a dense sum written here; each chosen expert is read once, others never."""
-    from tracer.models.routed import apply_experts
+    """experts.mixture against a dense sum written here; each chosen expert is read once, others never."""
+    from tracer.models.experts import mixture
     rng = np.random.default_rng(3)
     h, mats = rng.normal(size=(6, 4)), rng.normal(size=(10, 4, 4))
     chosen = np.array([[1, 7], [7, 2], [1, 2], [9, 1], [2, 7], [1, 9]])
@@ -361,7 +361,7 @@ def test_experts_read_once_each_and_only_when_chosen():
         reads.append(e)
         return {"w": mats[e]}
 
-    got = apply_experts(h, weights, chosen, read, lambda rows, w: np.tanh(rows @ w["w"]))
+    got = mixture(h, chosen, weights, lambda e, rows: np.tanh(rows @ read(e)["w"]))
     want = np.array([sum(weights[t, k] * np.tanh(h[t] @ mats[chosen[t, k]]) for k in range(2)) for t in range(6)])
     np.testing.assert_allclose(got, want, rtol=1e-12)
     assert sorted(reads) == [1, 2, 7, 9]

@@ -132,7 +132,7 @@ def with_norm_in() -> list:
 
 def with_mechanisms() -> list:
     """Today's checkpoints' parts no built-in has together: QK-norm over every head's width,
-    grouped keys, partial rotary scaled by yarn, a norm of the output."""
+    grouped keys, partial rotary scaled by yarn, a norm of the output; the values' norm."""
     rng = np.random.default_rng(6)
     r = lambda *shape: rng.normal(size=shape).round(2)  # noqa: E731
     sc = tracer.from_arrays(r(4, 6), list(r(4, 6, 4)), list(r(2, 6, 4)), list(r(2, 6, 4)), o=r(16, 6),
@@ -145,7 +145,10 @@ def with_mechanisms() -> list:
                                                   rope_q=list(r(2, 4, 2))), o=r(4, 6), residual=dict(norm="none"),
                                 mask="causal", rope=dict(base=50.0, scaling=dict(type="yarn", factor=4.0,
                                                                                  original_max_position_embeddings=8)))
+    values = tracer.from_arrays(r(4, 6), list(r(2, 6, 2)), list(r(1, 6, 2)), list(r(1, 6, 3)), mask="causal",
+                                v_norm=True)
     return [("QK-norm over all heads, yarn, output norm", sc, {}),
+            ("values normed, grouped", values, {}),
             ("QK-norm over all heads, by-hand, columns", sc, dict(arithmetic="by-hand", layout="columns")),
             ("latent attention, compressed queries, yarn", latent, {}),
             ("latent attention, by-hand, columns", latent, dict(arithmetic="by-hand", layout="columns")),

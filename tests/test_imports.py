@@ -50,7 +50,7 @@ def imports_of(name: str, path: Path, modules: dict) -> set[str]:
             targets = [f"{stem}.{alias.name}" if f"{stem}.{alias.name}" in modules else stem
                        for alias in node.names]
         for target in targets:
-            while target and target not in modules:  # `import tracer.numbers.x`: the deepest module
+            while target and target not in modules:  # `import tracer.printing.x`: the deepest module
                 target = target.rpartition(".")[0]
             if target and target != name:
                 found.add(target)

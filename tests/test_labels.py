@@ -4,7 +4,7 @@ import numpy as np
 
 import tracer
 from tracer.labels import axis_labels, top_keys
-from tracer.numbers import rational
+from tracer.printing import rational
 
 
 def test_top_keys_ties_and_all_masked_queries():

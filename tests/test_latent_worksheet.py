@@ -46,7 +46,7 @@ def rows_of(trace, sid):
 def test_each_given_matrix_makes_its_step():
     """Independently of the figure: the input's rows times the rows layout's matrix are the step
     (before the rotation, for the rotary parts: position 0 is not turned)."""
-    from tracer.given import factor
+    from tracer.given_inputs import factor
     trace = tracer.run("mla", "exact")
     sc = trace.scenario
     x, c_kv = np.asarray(sc.x, dtype=np.float64), rows_of(trace, "c_kv")

@@ -182,7 +182,7 @@ def _against_transformers(head_dim: int, positions: int, params: dict) -> None:
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
     from tracer.models.config import parse
-    from tracer.rope import attention_factor, frequencies
+    from tracer.mechanisms.rotary.frequencies import attention_factor, frequencies
     cfg = transformers.LlamaConfig(hidden_size=head_dim * 2, num_attention_heads=2, head_dim=head_dim,
                                    max_position_embeddings=positions, rope_parameters=dict(params))
     with pytest.MonkeyPatch.context() as mp:

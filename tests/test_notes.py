@@ -1,7 +1,7 @@
 """The notes beside a step of a grouped-query layer: which heads share a group's keys and values,
 and the KV cache's size against one key/value head per query head, counted here from the sizes."""
 import tracer
-from tracer.notes import notes
+from tracer.step_notes import notes
 
 
 def test_grouped_heads_say_whose_keys_they_read_and_what_sharing_saves():

@@ -7,7 +7,7 @@ import numpy as np
 
 import tracer
 import tracer.export
-from tracer.numbers import exact_values, fmt
+from tracer.printing import exact_values, fmt
 from tui.cli import main
 
 FRACTION = re.compile(r"\d/\d")
@@ -97,7 +97,7 @@ def test_a_small_value_is_a_fraction_only_to_its_own_relative_precision():
     one. The fraction itself, and a true by-hand fraction of a larger value, still read as such."""
     from fractions import Fraction
 
-    from tracer.numbers import RESULT_DENOMINATOR, as_fraction
+    from tracer.printing import RESULT_DENOMINATOR, as_fraction
     assert as_fraction(1.8816728823994597e-06, limit=RESULT_DENOMINATOR) is None
     assert as_fraction(1 / 531442, limit=RESULT_DENOMINATOR) == Fraction(1, 531442)
     assert as_fraction(6561 / 7381, limit=RESULT_DENOMINATOR) == Fraction(6561, 7381)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import tracer
-from tracer.numbers import fmt
+from tracer.printing import fmt
 
 fa = tracer.from_arrays
 

@@ -1,5 +1,5 @@
 """One number, one printing: equal values print equal within a table (show, md, pictures, the TUI
-all use tracer.numbers.table_writer), exact values follow one rule (3/4, never 0.75 beside 27/46),
+all use tracer.printing.table_writer), exact values follow one rule (3/4, never 0.75 beside 27/46),
 decimals keep four significant digits (9.420e−07), and a division by a fraction reads unambiguously."""
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 import tracer
-from tracer import numbers
-from tracer.numbers import fmt
+from tracer import printing
+from tracer.printing import fmt
 from tui.hints import hint
 from tui.tables import step_table
 
@@ -45,7 +45,7 @@ def test_the_rope_diagonal_prints_one_way():
                           st.sampled_from([0.0, 1e-12, -3e-10, 2e-5, -4e-4])), min_size=2, max_size=30))
 def test_values_printing_the_same_number_print_the_same_text(pairs):
     a = np.array([base + base * eps for base, eps in pairs])
-    write = numbers.table_writer(a.reshape(1, -1), fractions=False)
+    write = printing.table_writer(a.reshape(1, -1), fractions=False)
     seen: dict[str, str] = {}
     for v in a:
         text = write(v)

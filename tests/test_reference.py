@@ -149,7 +149,7 @@ def _file_arrays(data: dict) -> dict:
 
 V2_BUILTINS = ("biases", "keys_as_values", "gqa", "mqa", "rope", "cross_attention", "sliding_window")
 MECHANISM_BUILTINS = ("qk_norm", "softcap", "alibi", "streaming", "rope_scaling", "rope_scaling_plain",
-                      "rope_scaling_linear", "rope_scaling_yarn", "sinks", "mla")   # sinks: test_moe_sinks; mla: test_mla
+                      "rope_scaling_linear", "rope_scaling_yarn", "sinks", "mla")   # mechanisms/test_sinks.py, test_latent.py
 
 
 @pytest.mark.parametrize("name", tracer.builtin_names())
@@ -162,9 +162,9 @@ def test_builtin_scenarios(name, preset):
     if "model" in data:
         pytest.skip("a real checkpoint's layer: checked against transformers in test_models and test_induction_model")
     if name in V2_BUILTINS:
-        pytest.skip("a layer of CONTRACT §8: checked against PyTorch SDPA in test_layer_v2")
+        pytest.skip("a layer of CONTRACT §8: checked against PyTorch SDPA in test_layer_against_pytorch")
     if name in MECHANISM_BUILTINS:
-        pytest.skip("a mechanism of CONTRACT §13: checked against NumPy in test_mechanism_builtins")
+        pytest.skip("a mechanism of CONTRACT §13: checked against NumPy in mechanisms/test_builtins.py")
     if "decode" in data:
         pytest.skip("KV-cache decoding: its rows are checked against full causal traces in test_decode")
     sc = tracer.load_scenario(name)

@@ -62,7 +62,7 @@ def test_a_huge_label_is_cut_to_a_width(capsys, tmp_path, label):
 def test_a_generated_layer_is_sized_before_it_is_drawn(tmp_path, extra):
     """The early count of a [random] file's cells (no array drawn) is the trace's own."""
     import argparse
-    from tui.cli import _drawn_cells
+    from tui.output_verbs import _drawn_cells
     path = tmp_path / "r.toml"
     path.write_text(f'{extra.split(chr(10))[0]}\n[random]\ntokens = 9\nd_model = 6\nheads = 3\nd_k = 2\nd_v = 4\n'
                     + "\n".join(extra.split("\n")[1:]), encoding="utf-8")

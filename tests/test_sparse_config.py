@@ -12,7 +12,7 @@ transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
 import tiny_sparse as ts  # noqa: E402
-from tracer import rope  # noqa: E402
+from tracer.mechanisms.rotary import frequencies as rope  # noqa: E402
 from tracer.errors import ScenarioError  # noqa: E402
 from tracer.models import dsa_block, deepseek_v4_stream  # noqa: E402
 from tracer.models.sparse_config import read_dsa, read_v4  # noqa: E402

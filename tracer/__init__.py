@@ -5,9 +5,9 @@
     trace["h0.weights"], trace.explain("h0.scores", 1, 2)
 """
 from .kernels.cache import on_compile
-from .alibi import alibi_slopes
 from .arithmetic import PRESETS, Arithmetic, resolve
 from .errors import AttentionWarning, ScenarioError
+from .mechanisms.alibi import alibi_slopes
 from .models import from_model, from_transformers
 from .model_view import model_view
 from .check import check   # the functions (their modules, imported first, are tracer/check.py, sdpa.py)
@@ -15,7 +15,7 @@ from .sdpa import sdpa
 from .scenario import Scenario, builtin_names, from_arrays, list_builtins, load_scenario
 from .steps import Step
 from .trace import Trace, run
-from .untraced import attention
+from .layer_output import attention
 
 
 def figure(trace, path, steps=None, kind: str = "heatmap", blank: bool = False, fmt: str | None = None):

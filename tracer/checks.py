@@ -202,3 +202,33 @@ class Shapes:
         for dim, size in zip(file_dims, shape):
             self.sizes.setdefault(dim, size)
             self.origin.setdefault(dim, name)
+
+
+def vectors(value, name: str, count: int, width: int, size: str = "") -> np.ndarray:
+    """One bias vector for all `count` heads, or a list of one per head: count × width (`size`:
+    the width's name, for the message)."""
+    if isinstance(value, np.ndarray) and value.ndim == 1:
+        value = value[None, :]
+    if isinstance(value, (list, tuple)) and value and not isinstance(value[0], (list, tuple, np.ndarray)):
+        value = [value]
+    rows = matrix(value, name)
+    if rows.shape[1] != width:
+        raise ScenarioError(name, f"expected vectors of {width} numbers{f' ({size})' if size else ''}, got {rows.shape[1]}")
+    if rows.shape[0] == 1:
+        return np.repeat(rows, count, axis=0)
+    if rows.shape[0] != count:
+        raise ScenarioError(name, f"expected one vector for all heads or {count} (one per head), got {rows.shape[0]}")
+    return rows
+
+
+def positive(data: dict, key: str | None, default: float | None = None) -> float | None:
+    """A finite number > 0 from a dict such as config.json (a cap, a scale), or None when there is
+    no such key (`key` None: the family has none)."""
+    if key is None:
+        return None
+    value = data.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < math.inf:
+        raise ScenarioError(key, f"expected a finite number > 0, got {kind(value)}")
+    return float(value)

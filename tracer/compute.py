@@ -10,11 +10,15 @@ import sys
 
 import numpy as np
 
-from . import kernels, rope
+from . import kernels, mechanisms
 from .ids import step_id
 from .kernels import pool
+from .kernels import matmul
+from .projections import key_values, latest, project_one, projections, textbook
 from .masks import mask_matrix, mask_kind
-from .layer import key_values, latest, matmul, normed_one, project_one, projections, refuse_zero_rows, rotate_one, textbook
+from .mechanisms import out_norm, qk_norm
+from .mechanisms.rotary import frequencies
+from .mechanisms.rotary.rotation import rotate_one
 
 FUSED_CELLS = 1 << 20   # heads · n² from which the fused kernels pay for their compile time
 TINY_CELLS = 1 << 12    # heads · n² up to which the stage kernels may run uncompiled (see stages)
@@ -25,10 +29,10 @@ _compiled: list = []    # set once the compiled stage kernels are in use
 def engine_for(scenario, engine: str = "auto") -> str:
     """`stages` (one kernel per step, the reference), `fused`, or `numpy` (a cold kernel cache, for
     the plain layer). The fused n × n blocks need as many keys as queries: cross-attention with
-    another length runs stage by stage."""
-    if scenario.m != scenario.n or scenario.softcap is not None or scenario.alibi is not None \
-            or scenario.sinks is not None or scenario.mla is not None or scenario.score_bias is not None:
-        return "stages"   # (the fused kernels neither cap nor bias the scores, nor have sinks or latents)
+    another length runs stage by stage, and so does a layer with a mechanism the fused kernels do not
+    run (their declarations say which)."""
+    if scenario.m != scenario.n or not mechanisms.fused(scenario):
+        return "stages"
     if engine in ("stages", "fused"):
         return engine
     cells = scenario.heads * scenario.n ** 2
@@ -124,7 +128,7 @@ def inputs(run) -> dict:
     sc, dt, got = run.scenario, run.dtype, {}
     if sc.rope is not None:
         d = 2 * sc.dims().pairs
-        got["freqs"] = np.ascontiguousarray(rope.frequencies(sc.rope, d)[:, None], dtype=dt)
+        got["freqs"] = np.ascontiguousarray(frequencies.frequencies(sc.rope, d)[:, None], dtype=dt)
     if sc.context is not None:
         got["context"] = np.ascontiguousarray(sc.context, dtype=dt)
     if sc.norm_in is not None:
@@ -134,10 +138,10 @@ def inputs(run) -> dict:
             y = K.rms_norm(run.x, gain, spec["eps"]) if spec["kind"] == "rms" else \
                 K.add_row(K.layer_norm(run.x, spec["eps"]) * gain, bias)
             got["norm_in"] = K.add_row(y, bias) if spec["kind"] == "rms" and spec["bias"].any() else y
-    if sc.mla is not None:
-        from . import mla
+    if sc.mla is not None:   # latent attention's shared parts: c_q, c_kv, k_pe
+        from .mechanisms.latent import compute as latent
         with np.errstate(all="ignore"):
-            got.update(mla.inputs(run, stages(run), got))
+            got.update(latent.inputs(run, stages(run), got))
     return got
 
 
@@ -163,68 +167,59 @@ def head_weights(sc, h: int, dt) -> tuple:
 
 
 def _rule(run, h: int = 0) -> tuple:
-    """The arithmetic (and head h's cap and ALiBi slope) as kernels.attend takes it."""
+    """The arithmetic, and head h's mechanisms of the scores, as kernels.attend takes them."""
     a, sc = run.arithmetic, run.scenario
     c = a.scale_divisor(sc.d_k)
     return (0 if c is None else 2 if a.scale == "floor" else 1, 1.0 if c is None else c,
             a.normalize == "softmax", a.softmax_base == "e", a.base, a.stable, run.allowed is not None,
-            0.0 if sc.softcap is None else float(sc.softcap), sc.alibi is not None,
-            0.0 if sc.alibi is None else float(sc.alibi[h]))
+            0.0 if sc.softcap is None else float(sc.softcap),                          # soft-capping: C
+            sc.alibi is not None, 0.0 if sc.alibi is None else float(sc.alibi[h]),     # ALiBi: the head's slope
+            sc.score_bias is not None,                                                 # an additive mask: _bias
+            sc.sinks is not None, 0.0 if sc.sinks is None else float(sc.sinks[h]))     # a sink: the head's logit
 
 
-_ATTEND = ("scores", "scaled", "capped", "biased", "masked", "exp", "sums", "weights", "z")   # attend's results
+def _bias(run, h: int) -> np.ndarray:
+    """Head h's additive mask M_h in the run's dtype (query × key), or a 1 × 1 stand-in without one."""
+    sc = run.scenario
+    if sc.score_bias is None:
+        return np.zeros((1, 1), run.dtype)
+    return np.ascontiguousarray(sc.score_bias[h], dtype=run.dtype)
+
+
+_ATTEND = ("scores", "scaled", "capped", "biased", "masked", "exp", "sums", "sink", "weights", "z")   # attend's
 
 
 def _stage_head(run, h: int, K) -> tuple[dict, bool]:
     sc, dt, ids = run.scenario, run.dtype, run.plan_ids(h)
     allowed = _ONE if run.allowed is None else run.allowed
     if sc.w_v_down is None and textbook(sc) and not run.arithmetic.online:   # one call for the whole head
-        *arrays, finite = K.textbook_head(run.x, *head_weights(sc, h, dt), allowed, _rule(run))
+        *arrays, finite = K.textbook_head(run.x, *head_weights(sc, h, dt), allowed, _bias(run, h), _rule(run))
         return {ids[kind]: arr for kind, arr in zip(("q", "k", "v", *_ATTEND), arrays) if kind in ids}, finite
     if sc.mla is not None:   # latent attention: its own projections, then the same attend
         return _latent_head(run, h, K, ids, allowed)
     kv = key_values(run, h, K)
     got = {"q": project_one(K, run.held(run.step(ids["q"]).inputs[0]), sc.w_q[h], None if sc.b_q is None else sc.b_q[h], dt)}
-    if sc.q_norm is not None:
-        got["q_norm"] = normed_one(K, run, "q", h, got["q"])
-    if sc.rope is not None:
-        got["q_rot"] = rotate_one(K, run, got[latest(got, "query")])
+    if sc.q_norm is not None:                                        # QK-norm
+        got["q_norm"] = qk_norm.normed_one(K, run, "q", h, got["q"])
+    if sc.rope is not None:                                          # rotary positions
+        got["q_rot"] = rotate_one(K, sc.rope, got[latest(got, "query")], dt)
     out = {ids[kind]: arr for kind, arr in {**got, **kv}.items()}
     q, k = got[latest(got, "query")], kv[latest(kv, "key")]
     if run.arithmetic.online:   # the keys in blocks (tracer/online.py) instead of the whole score matrix
         from . import online
         out.update(online.stage_head(run, h, kv, q))
         return out, bool(np.isfinite(out[step_id("z", h)]).all())
-    *arrays, finite = K.attend(q, k, kv["v"], allowed, _rule(run, h))
-    got = dict(zip(_ATTEND, arrays))
-    finite = _after_attend(run, h, K, got, kv["v"], finite)
-    out.update({ids[kind]: arr for kind, arr in got.items() if kind in ids})
+    *arrays, finite = K.attend(q, k, kv[latest(kv, "value")], allowed, _bias(run, h), _rule(run, h))
+    out.update({ids[kind]: arr for kind, arr in zip(_ATTEND, arrays) if kind in ids})
     return out, finite
 
 
-def _after_attend(run, h: int, K, got: dict, v, finite: bool) -> bool:
-    """An additive mask, then a sink: each changes the masked scores' softmax, so the powers, sums,
-    weights and z are computed again (in `got`); whether everything stayed finite."""
-    sc = run.scenario
-    if sc.score_bias is not None:   # masked = the scores + M_h (tracer/score_bias.py)
-        from . import score_bias
-        again, finite_again = score_bias.added(K, run, h, got, v)
-        got.update(again)
-        finite = finite_again and bool(np.isfinite(got["biased"]).all())
-    if sc.sinks is not None:   # the sink joins the softmax: powers, sums, weights and z again
-        from .sinks import with_sink
-        got.update(with_sink(got["masked"], v, float(sc.sinks[h]), run.arithmetic))
-        finite = finite and bool(np.isfinite(got["sums"]).all() and np.isfinite(got["z"]).all())
-    return finite
-
-
 def _latent_head(run, h: int, K, ids: dict, allowed) -> tuple[dict, bool]:
-    from . import mla
-    got, q, k = mla.stage_head(run, h, K)
-    *arrays, finite = K.attend(q, k, got["v"], allowed, _rule(run, h))
+    from .mechanisms.latent import compute as latent
+    got, q, k = latent.stage_head(run, h, K)
+    *arrays, finite = K.attend(q, k, got["v"], allowed, _bias(run, h), _rule(run, h))
     got.update(zip(_ATTEND, arrays))
-    finite = _after_attend(run, h, K, got, got["v"], finite)
-    got.update(mla.absorbed(run, h, got))
+    got.update(latent.absorbed(run, h, got))
     return {ids[kind]: arr for kind, arr in got.items() if kind in ids}, finite
 
 
@@ -250,11 +245,8 @@ def after_heads(run, y: np.ndarray, K) -> dict:
         w_o = np.ascontiguousarray(sc.w_o, dtype=dt)
         y = matmul(y, w_o[None])[0] if run.engine == "fused" else K.project(y, w_o)
         y = got["out"] = y if sc.b_o is None else K.add_row(y, np.ascontiguousarray(sc.b_o, dtype=dt))
-    if sc.out_norm is not None:
-        refuse_zero_rows(y, sc.out_norm["eps"], "out_norm.eps", lambda t: f"the output of token {t} ({sc.tokens[t]!r})",
-                         sc.source)
-        y = got["out_norm"] = K.rms_norm(np.ascontiguousarray(y), np.ascontiguousarray(sc.out_norm["gain"], dtype=dt),
-                                         sc.out_norm["eps"])
+    if sc.out_norm is not None:                                      # the output's norm
+        y = got["out_norm"] = out_norm.normed(K, run, y)
     if sc.residual:
         y = got["residual"] = K.add(run.x, y)
         if sc.residual["norm"] == "layer":

@@ -15,6 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from .ids import parse
+from .numpy_engine import layer_norm
 from .online import _power, _scaled
 
 SLOTS = {"scores": 0, "scaled": 1, "exp": 2, "weights": 3}
@@ -86,12 +87,32 @@ def _stacked(sc, dt) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(w, dtype=dt), b.astype(dt)
 
 
-def _turn(a: np.ndarray, cos: np.ndarray, sin: np.ndarray, first, second) -> np.ndarray:
-    """RoPE on rows of one token (every head): pair p turned by the token's own angle."""
-    out = a.copy()
-    x, y = a[:, first], a[:, second]
-    out[:, first], out[:, second] = x * cos - y * sin, x * sin + y * cos
-    return out
+def row_weights(s: np.ndarray, arithmetic, d_k: int) -> tuple:
+    """One decoded query's row of scores against the cache: (scaled, powers, their float64 sum,
+    weights); relu's has no powers and no sum (None). The decode loops' one softmax (NumPy)."""
+    scaled = _scaled(s, arithmetic, d_k)
+    if arithmetic.normalize != "softmax":
+        return scaled, None, None, np.where(scaled > 0, scaled, 0)
+    shift = scaled.max() if arithmetic.stable else 0.0
+    e = _power(scaled - scaled.dtype.type(shift), arithmetic)
+    total = e.sum(dtype=np.float64)
+    return scaled, e, total, e / total if total > 0 else np.zeros_like(e)
+
+
+def layer_row(run, zs: np.ndarray, t: int, w_o, b_o) -> dict:
+    """A decoded token's rows after its heads (each 1-D): concat, out, residual and norm, from its
+    heads' outputs zs (heads × d_v), as the layer has them."""
+    sc, got = run.scenario, {}
+    y = zs[0]
+    if sc.heads > 1:
+        y = got["concat"] = zs.reshape(-1)
+    if w_o is not None:
+        y = got["out"] = y @ w_o if b_o is None else y @ w_o + b_o
+    if sc.residual is not None:
+        y = got["residual"] = run.x[t] + y
+        if sc.residual["norm"] == "layer":
+            got["norm"] = layer_norm(y[None, :], sc.residual["eps"])[0]
+    return got
 
 
 def attend_numpy(t, off, q, kbuf, vbuf, grid, sums, z, arithmetic, d_k: int, per: int) -> bool:
@@ -100,16 +121,12 @@ def attend_numpy(t, off, q, kbuf, vbuf, grid, sums, z, arithmetic, d_k: int, per
     with np.errstate(all="ignore"):
         for h in range(q.shape[0]):
             g = h // per
-            s = grid[0, h, off:off + width] = kbuf[g, :width] @ q[h]
-            a = grid[1, h, off:off + width] = _scaled(s, arithmetic, d_k)
-            if arithmetic.normalize == "softmax":
-                shift = a.max() if arithmetic.stable else 0.0
-                e = grid[2, h, off:off + width] = _power(a - a.dtype.type(shift), arithmetic)
-                total = sums[h, t, 0] = e.sum(dtype=np.float64)
-                w = grid[3, h, off:off + width] = e / total if total > 0 else np.zeros_like(e)
+            grid[0, h, off:off + width] = kbuf[g, :width] @ q[h]
+            a, e, total, w = row_weights(grid[0, h, off:off + width], arithmetic, d_k)
+            grid[1, h, off:off + width], grid[3, h, off:off + width] = a, w
+            if e is not None:
+                grid[2, h, off:off + width], sums[h, t, 0] = e, total
                 ok = ok and bool(np.isfinite(total))
-            else:
-                w = grid[3, h, off:off + width] = np.where(a > 0, a, 0)
             ok = ok and bool(np.isfinite(a).all())
             z[h, t] = w @ vbuf[g, :width]
     return ok
@@ -117,8 +134,9 @@ def attend_numpy(t, off, q, kbuf, vbuf, grid, sums, z, arithmetic, d_k: int, per
 
 def compute(run, run_trace) -> tuple[dict, Decoded, bool]:
     """The prefill's arrays by id, the decode's packed arrays, and whether every value stayed finite."""
-    from . import kernels, rope
-    from .numpy_engine import layer_norm
+    from . import kernels
+    from .mechanisms.rotary.frequencies import rotary_dims, tables
+    from .mechanisms.rotary.rotation import turn
     sc, a, dt, p = run.scenario, run.arithmetic, run.dtype, run.scenario.decode
     arrays, pre = prefill(run, run_trace)
     d = Decoded(sc, dt, sc.rope is not None)
@@ -129,8 +147,8 @@ def compute(run, run_trace) -> tuple[dict, Decoded, bool]:
     w, b = _stacked(sc, dt)
     heads, groups, d_k = sc.heads, sc.groups, sc.d_k
     if sc.rope is not None:
-        cos, sin = rope.tables(sc.n, d_k, sc.rope, dt)
-        first, second = rope.pairs(rope.rotary_dims(sc.rope, d_k), sc.rope["style"])
+        cos, sin = tables(sc.n, d_k, sc.rope, dt)
+        turned = lambda a, t: turn(a, cos[t], sin[t], sc.rope["style"], rotary_dims(sc.rope, d_k))  # noqa: E731
     w_o = None if sc.w_o is None else np.ascontiguousarray(sc.w_o, dtype=dt)
     b_o = None if sc.b_o is None else np.asarray(sc.b_o, dtype=dt)[0]
     compiled = run.engine == "fused"
@@ -142,22 +160,15 @@ def compute(run, run_trace) -> tuple[dict, Decoded, bool]:
         k = row[heads * d_k:(heads + groups) * d_k].reshape(groups, d_k)
         d.q[:, t] = q
         if sc.rope is not None:                               # turned by its own position t
-            q = d.q_rot[:, t] = _turn(q, cos[t], sin[t], first, second)
-            k = _turn(k, cos[t], sin[t], first, second)
+            q = d.q_rot[:, t] = turned(q, t)
+            k = turned(k, t)
         d.k[:, t], d.v[:, t] = k, row[(heads + groups) * d_k:].reshape(groups, sc.d_v)   # appended
         off = offset(t, p)
         if compiled:
             ok &= kernels.attend_token(t, off, np.ascontiguousarray(q), d.k, d.v, d.grid, d.sums, d.z, rule, d.per)
         else:
             ok &= attend_numpy(t, off, q, d.k, d.v, d.grid, d.sums, d.z, a, d_k, d.per)
-        y = d.z[0, t]
-        if heads > 1:
-            y = d.layer["concat"][t] = d.z[:, t].reshape(-1)
-        if w_o is not None:
-            y = d.layer["out"][t] = y @ w_o if b_o is None else y @ w_o + b_o
-        if sc.residual is not None:
-            y = d.layer["residual"][t] = run.x[t] + y
-            if sc.residual["norm"] == "layer":
-                d.layer["norm"][t] = layer_norm(y[None, :], sc.residual["eps"])[0]
+        for kind, row in layer_row(run, d.z[:, t], t, w_o, b_o).items():
+            d.layer[kind][t] = row
         d.clock[t] = time.perf_counter()
     return arrays, d, bool(ok)

@@ -4,7 +4,7 @@ Each kind tells its own story (tracer/steps); this module finds the cell and wri
 from __future__ import annotations
 
 from .errors import ScenarioError
-from .numbers import fmt, fmt_approx, fractions_for, rational, tolerance
+from .printing import fmt, fmt_approx, fractions_for, rational, tolerance
 from .steps import Cell
 
 

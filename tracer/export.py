@@ -17,10 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
+from . import mechanisms
 from .errors import ScenarioError
-from .given import display_name, given, plus_zero
+from .given_inputs import display_name, given, plus_zero
 from .labels import axis_labels, axis_title, step_labels  # axis_labels also imported from here by tracer.figures
-from .numbers import DECIMALS_NOTE, fractions_for, is_decimal, table_writer, tolerance
+from .printing import DECIMALS_NOTE, fractions_for, is_decimal, table_writer, tolerance
 from .writing import atomic_path, refuse_an_input, room, selected_steps, spreadsheet_text  # noqa: F401  (also the CLI's)
 
 SCHEMA = "attnsim.trace/1"
@@ -247,22 +248,10 @@ def worksheet_words(description: str) -> str:
 
 def given_words(trace) -> str:
     """The numbers a scenario gives besides its matrices, as a sheet to work by hand must state
-    them (the sinks' logits, the cap, ALiBi's slopes, QK-norm's eps); empty when there are none."""
-    sc, parts = trace.scenario, []
-
-    def per_head(values) -> str:
-        values = [f"{float(v):g}" for v in values]
-        return values[0] if len(values) == 1 else ", ".join(f"{v} (head {h})" for h, v in enumerate(values))
-    if sc.sinks is not None:
-        parts.append(f"the sink's logit {per_head(sc.sinks)} (its power joins each query's sum; the sink's share "
-                     "is that power ÷ the sum)")
-    if sc.softcap is not None:
-        parts.append(f"the cap C = {sc.softcap:g}")
-    if sc.alibi is not None:
-        parts.append(f"ALiBi's slope m = {per_head(sc.alibi)}")
-    if sc.q_norm is not None or sc.k_norm is not None:
-        parts.append(f"QK-norm's eps {sc.qk_norm_eps:g} under the root")
-    return "; ".join(parts)
+    them (the sinks' logits, the cap, ALiBi's slopes, QK-norm's eps: each mechanism's own words);
+    empty when there are none."""
+    said = (m.given_words(trace.scenario) for m in mechanisms.present(trace.scenario))
+    return "; ".join(words for words in said if words)
 
 
 def arithmetic_words(trace) -> str:

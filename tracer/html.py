@@ -15,7 +15,7 @@ import numpy as np
 
 from .figures.common import SEQUENTIAL, TITLE_WIDTH   # as the pictures draw them: ramps, a title's width
 from .labels import LABEL_WIDTH, short, step_labels
-from .numbers import fractions_for, table_writer, tolerance
+from .printing import fractions_for, table_writer, tolerance
 
 MAX_SIDE = 16          # rows and columns of one matrix drawn; the rest is said, not drawn
 CELL_BUDGET = 4096     # cells drawn in all (each carries its explanation): ≈ 1 MB of HTML at most

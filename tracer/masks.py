@@ -53,7 +53,8 @@ def _shown(value: str) -> str:
 
 
 def _streaming(value: str) -> str:
-    """`streaming:S:W`: StreamingLLM's cache, the first S tokens (the attention sinks) and a window
+    """`streaming:S:W`: StreamingLLM's cache, the first S tokens kept for ever (what the paper calls
+    attention sinks; not gpt-oss's sink logits, mechanisms/sinks.py) and a window
     of the W most recent keys."""
     parts = value.split(":")
     if len(parts) == 3 and _whole(parts[1], 0) and _whole(parts[2], 1):
@@ -63,7 +64,7 @@ def _streaming(value: str) -> str:
 
 
 def streaming(mask) -> tuple[int, int] | None:
-    """(S, W) of a streaming mask, else None."""
+    """(S, W) of a streaming mask (the first tokens kept, the window), else None."""
     if isinstance(mask, str) and mask.startswith("streaming:"):
         s, w = mask.split(":")[1:]
         return int(s), int(w)
@@ -89,8 +90,8 @@ def _word_matrix(mask: str, n: int, m: int) -> np.ndarray | None:
     if mask == "causal_lower_right":
         return np.ascontiguousarray(j <= i + (m - n))
     if mask.startswith("streaming:"):
-        sinks, width = streaming(mask)
-        return np.ascontiguousarray((j <= i) & ((j < sinks) | (j > i - width)))
+        kept, width = streaming(mask)
+        return np.ascontiguousarray((j <= i) & ((j < kept) | (j > i - width)))
     width = int(mask.partition(":")[2])
     return np.ascontiguousarray((j <= i) & (j > i - width))
 
@@ -121,7 +122,7 @@ def describe(mask, query: int | None = None, key: int | None = None) -> str:
     if isinstance(mask, str) and mask.startswith("sliding:"):
         return f"is outside the window of {mask.partition(':')[2]} keys of"
     if streaming(mask):
-        sinks, width = streaming(mask)
-        first = "the first token" if sinks == 1 else f"one of the first {sinks} tokens"
+        kept, width = streaming(mask)
+        first = "the first token" if kept == 1 else f"one of the first {kept} tokens"
         return f"is neither {first} nor in the window of {width} keys of"
     return "is hidden by the mask from"

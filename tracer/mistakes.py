@@ -16,13 +16,14 @@ from typing import Callable
 import numpy as np
 
 from .ids import parse
-from .rope import pairs, rotary_dims
+from .steps import KINDS
+from .steps.base import stages
+from .mechanisms.rotary.frequencies import pairs, rotary_dims
 
-# the kinds of a layer in the order a mistake carries forward: one made at a kind shows at the later ones
-CHAIN = ("x", "context", "freqs", "q", "k", "v", "v_down", "q_norm", "k_norm", "q_rot", "k_rot", "scores",
-         "scaled", "capped", "biased", "masked", "exp", "sums", "sink", "weights", "z", "concat", "out",
-         "out_norm", "residual", "norm")
-LOGITS = ("masked", "biased", "capped", "scaled", "scores")   # what a softmax reads: the latest present
+# the kinds of a layer in the order a mistake carries forward (the registry's, the computation's):
+# one made at a kind shows at the later ones
+CHAIN = tuple(KINDS)
+LOGITS = tuple(reversed(stages("logits")))   # what a softmax reads: the latest present (masked … scores)
 
 
 @dataclass(frozen=True)

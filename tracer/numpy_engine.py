@@ -112,21 +112,40 @@ def linear_bias(s, slope):
     return (s.astype(np.float64) - slope * (i - j)).astype(s.dtype, copy=False)
 
 
-def attend(q, k, v, allowed, rule):
+def row_max_with(s, floor):
+    # the larger of each query's largest score and the floor (a sink's logit)
+    m = s.max(axis=1, keepdims=True) if s.shape[1] else np.full((s.shape[0], 1), -np.inf, s.dtype)
+    return np.maximum(m, s.dtype.type(floor))
+
+
+def sink_powers(shift, logit, base_e, base):
+    d = logit - shift.astype(np.float64)
+    return (np.exp(d) if base_e else np.power(np.float64(base), d)).astype(shift.dtype, copy=False)
+
+
+def attend(q, k, v, allowed, bias, rule):
     """kernels.attend, composed of the functions above, with one check of the results' range: a
     finite sum has no inf or NaN in it (only when it is not are the cells looked at)."""
-    scale, c, softmax, base_e, base, stable, masked, cap, alibi, slope = rule
+    scale, c, softmax, base_e, base, stable, masked, cap, alibi, slope, added, sink, logit = rule
     s = scores(q, k)
     scaled = s if scale == 0 else (divide(s, c) if scale == 1 else floor_divide(s, c))
     capped = soft_cap(scaled, cap) if cap > 0 else scaled
     biased = linear_bias(capped, slope) if alibi else capped
-    m = mask(biased, allowed) if masked else biased
+    m = biased + bias if added else biased
+    m = mask(m, allowed) if masked else m
+    share = np.zeros((m.shape[0], 1), dtype=m.dtype)
     if softmax:
         if stable:
-            e = exp_powers(m, row_max(m)) if base_e else base_powers(m, row_max(m), base)
+            shift = row_max_with(m, logit) if sink else row_max(m)
+            e = exp_powers(m, shift) if base_e else base_powers(m, shift, base)
         else:   # raw powers: nothing to subtract
+            shift = np.zeros((m.shape[0], 1), m.dtype)
             e = np.exp(m) if base_e else np.power(np.float64(base), m).astype(m.dtype, copy=False)
         sums = row_sums(e)
+        if sink:   # the sink's power joins each query's sum
+            own = sink_powers(shift, logit, base_e, base)
+            sums = sums + own
+            share = softmax_weights(own, sums)
         weights = softmax_weights(e, sums)
     else:
         e, sums = m, np.zeros((m.shape[0], 1), dtype=m.dtype)
@@ -138,16 +157,16 @@ def attend(q, k, v, allowed, rule):
     hidden = biased.sum() + (scaled.sum() if cap > 0 else 0.0)
     ok = bool(np.isfinite(z.sum() + sums.sum() + hidden)) or \
         (finite(scaled) and finite(biased) and finite(z) and finite(sums))
-    return s, scaled, capped, biased, m, e, sums, weights, z, ok
+    return s, scaled, capped, biased, m, e, sums, share, weights, z, ok
 
 
-def textbook_head(x, w_q, w_k, w_v, allowed, rule):
+def textbook_head(x, w_q, w_k, w_v, allowed, bias, rule):
     """kernels.textbook_head: the projections, then attend."""
     q, k, v = project(x, w_q), project(x, w_k), project(x, w_v)
-    return (q, k, v, *attend(q, k, v, allowed, rule))
+    return (q, k, v, *attend(q, k, v, allowed, bias, rule))
 
 
-NAMES = ("project", "scores", "divide", "floor_divide", "soft_cap", "linear_bias", "mask", "row_max", "exp_powers", "base_powers",
-         "row_sums", "softmax_weights", "relu_weights", "weighted_sum", "concat", "finite", "add",
+NAMES = ("project", "scores", "divide", "floor_divide", "soft_cap", "linear_bias", "mask", "row_max", "row_max_with",
+         "exp_powers", "base_powers", "sink_powers", "row_sums", "softmax_weights", "relu_weights", "weighted_sum", "concat", "finite", "add",
          "add_row", "layer_norm", "attend", "textbook_head")
 KERNELS = SimpleNamespace(**{name: globals()[name] for name in NAMES})

@@ -58,8 +58,8 @@ def head_numpy(q, k, v, allowed, arithmetic, d_k: int) -> tuple[list[dict], np.n
 def stage_head(run, h: int, kv: dict, q: np.ndarray) -> dict:
     """Head h's block steps and z by id, on NumPy (q: the rotated queries under RoPE)."""
     sc = run.scenario
-    from .layer import latest
-    steps, z = head_numpy(q, kv[latest(kv, "key")], kv["v"], run.allowed, run.arithmetic, sc.d_k)
+    from .projections import latest
+    steps, z = head_numpy(q, kv[latest(kv, "key")], kv[latest(kv, "value")], run.allowed, run.arithmetic, sc.d_k)
     out = {step_id(kind, h, block=j): a for j, got in enumerate(steps) for kind, a in got.items()}
     out[step_id("z", h)] = z
     return out
@@ -71,7 +71,7 @@ def fused(run, heads: list[int], q, k, v, keep: bool = False) -> tuple[dict, lis
     """Heads `heads` (q, k, v: heads × n × d) on the compiled kernel: z and each block's max,
     rescale and sums (views of one array per kind); with keep, also the scores, powers and acc."""
     from . import kernels
-    from .layer import BLOCK
+    from .kernels import ROWS
     from .masks import mask_matrix, mask_kind
     sc, a, dt = run.scenario, run.arithmetic, run.dtype
     n, m_keys, d_v = q.shape[1], k.shape[1], v.shape[2]
@@ -83,7 +83,7 @@ def fused(run, heads: list[int], q, k, v, keep: bool = False) -> tuple[dict, lis
              np.empty((len(heads), n, nb * d_v) if keep else (1, 1, 1), dt))
     rule = kernels.rule(a, mask_kind(run.mask), sc.d_k)
     bad = np.zeros(len(heads), np.int8)
-    kernels.online_heads(q, k, v, state, z, tiles, bad, rule, mask_matrix(run), min(a.block, m_keys), BLOCK, keep)
+    kernels.online_heads(q, k, v, state, z, tiles, bad, rule, mask_matrix(run), min(a.block, m_keys), ROWS, keep)
     out = {}
     for i, h in enumerate(heads):
         out[step_id("z", h)] = z[i]
@@ -99,9 +99,9 @@ def fused(run, heads: list[int], q, k, v, keep: bool = False) -> tuple[dict, lis
 def tiles(run, h: int) -> dict:
     """Head h's scores, powers and acc of every block, recomputed by the same kernel from its q, k
     and v (as FlashAttention's backward pass recomputes its tiles from the saved statistics)."""
-    from .layer import latest
+    from .projections import latest
     ids = run.plan_ids(h)
     q = run.rows(ids[latest(ids, "query")])[None]
-    k, v = run.rows(ids[latest(ids, "key")])[None], run.rows(ids["v"])[None]
+    k, v = run.rows(ids[latest(ids, "key")])[None], run.rows(ids[latest(ids, "value")])[None]
     got, _ = fused(run, [h], *(np.ascontiguousarray(a) for a in (q, k, v)), keep=True)
     return {sid: a for sid, a in got.items() if run.step(sid).key in ("blk_scores", "blk_powers", "blk_acc")}

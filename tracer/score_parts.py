@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from . import rope
+from .mechanisms.rotary import frequencies as rope
 from .ids import parse
 from .steps.cell import MAX_TERMS
 

@@ -4,7 +4,7 @@ its shapes and semantics, every batch element traced by attnsim.
 q is (…, H, L, E), k (…, H_kv, S, E), v (…, H_kv, S, Ev): the leading dimensions broadcast as
 PyTorch broadcasts them; with enable_gqa query head h reads key/value head h // (H / H_kv) (PyTorch's
 repeat_interleave, attnsim's group order). A boolean mask says True = may attend; a float mask is
-added to the scaled scores (attnsim's additive mask, tracer/score_bias.py), −inf hiding the key.
+added to the scaled scores (attnsim's additive mask, mechanisms/score_bias.py), −inf hiding the key.
 A batch element's trace is a scenario whose x (and, when L ≠ S, context) holds each head's q, k
 and v side by side, and whose W_Q, W_K, W_V pick one head's columns: its q, k, v steps are the
 given ones exactly (a product with 0s and a single 1)."""

@@ -1,29 +1,28 @@
 """The tracer: runs the computation in order and records every step once, under its id.
 
-`run()` resolves the arithmetic, plans the steps (ids, formulas, axes, shapes) and computes
-them, all at once for small scenarios, one head at a time on demand for large ones, so that a
+`run()` resolves the arithmetic and plans the steps (ids, formulas, axes, shapes: run_setup.py), then
+computes them, all at once for small scenarios, one head at a time on demand for large ones, so that a
 GPT-3-size layer never holds more than a few heads' intermediates. How the numbers are computed
 (per-stage kernels, or fused ones for large scenarios) is `compute.py`'s business.
 """
 from __future__ import annotations
 
 import warnings
-import weakref
 from collections import OrderedDict
 from functools import cached_property
 
 import numpy as np
 
 from . import compute, memory
-from .arithmetic import Arithmetic, resolve
+from .arithmetic import Arithmetic
 from .errors import AttentionWarning, ScenarioError
-from .given import SYMBOLS
+from .given_inputs import SYMBOLS
 from .ids import parse
-from .numeric import check_fits, overflow, underflow
 from .masks import allowed_matrix, mask_matrix
-from .plans import cached_plan, head_ids
-from .scenario import Scenario, load_scenario, read_mask
-from .sinks import refuse_relu
+from .plan import head_ids
+from .ranges import check_fits, overflow, underflow
+from .run_setup import setup
+from .scenario import Scenario, load_scenario
 from .steps import Step
 
 
@@ -52,7 +51,7 @@ class Trace:
         self._done: set[int] = set()      # heads whose steps are computed (and not dropped since)
         self._decoded = None              # a [decode] run's packed arrays (tracer/decode.py)
         self.memo: dict = {}              # what several heads share, computed once (layer.shared)
-        if scenario.context is not None or scenario.norm_in is not None or scenario.rope is not None:
+        if any(s.spec.scope == "input" and s.id != "x" for s in steps):   # context, norm_in, freqs, latents
             self._record(compute.inputs(self))
 
     # ------------------------------------------------------------ reading
@@ -191,8 +190,7 @@ class Trace:
             heads = list(range(self.heads))
             self._record_heads(heads, *compute.fused_heads(self, heads))
             self._done.update(heads)
-        sc = self.scenario
-        if self.heads > 1 or sc.w_o is not None or sc.residual or sc.out_norm is not None:
+        if any(s.spec.scope == "layer" for s in self.steps):   # concat, out, its norm, the residual
             self._tail()
         return self
 
@@ -247,8 +245,9 @@ class Trace:
         """A [decode] run: everything at once the first time (prefill, then token by token); a
         decoded token's step is a view of the packed arrays, made when it is asked for."""
         if self._decoded is None:
-            from . import decode, mla   # under latent attention the cache is c_kv and k_pe (mla.py)
-            compute_ = mla.decode if self.scenario.mla is not None else decode.compute
+            from . import decode
+            from .mechanisms.latent import compute as latent   # under latent attention the cache is c_kv and k_pe
+            compute_ = latent.decode if self.scenario.mla is not None else decode.compute
             arrays, self._decoded, finite = compute_(self, run)   # run: the prefill's trace
             self._record(arrays)
             if not finite:
@@ -263,85 +262,6 @@ class Trace:
             overflow(self, [s for s in self.steps if s.head is None and s.id != "x"])
 
 
-_setups: dict = {}   # the last few runs' arithmetic, layout, mask and plan, by scenario and options
-
-
-def _setup(scenario: Scenario, preset: str | None, overrides: dict) -> tuple:
-    """The resolved arithmetic, layout, mask and plan of a run, remembered for the same scenario
-    object and options (a classroom-size trace would otherwise spend a third of its time here)."""
-    try:
-        key = (id(scenario), preset, tuple(sorted(overrides.items())))
-        got = _setups.get(key)
-    except TypeError:   # e.g. a mask given as a list of lists: not remembered
-        key, got = None, None
-    if got is not None and got[0]() is scenario:
-        return got[1:]
-    try:
-        arith = _resolve(preset or scenario.preset, {**scenario.defaults, **overrides})
-        layout = arith.layout or scenario.layout
-        mask = scenario.mask if arith.mask is None else read_mask(arith.mask, scenario.n, layout, scenario.m)
-        if scenario.decode is not None:
-            _decodable(mask, arith)
-        _standard_only(scenario, arith)
-        refuse_relu(scenario, arith.normalize)
-    except ScenarioError as err:
-        raise _culprit(err, scenario, overrides) from None
-    got = (weakref.ref(scenario), arith, layout, mask, cached_plan(scenario, arith, layout, mask))
-    if key is not None:
-        if len(_setups) >= 16:
-            _setups.clear()
-        _setups[key] = got
-    return got[1:]
-
-
-def _culprit(err: ScenarioError, scenario: Scenario, overrides: dict) -> ScenarioError:
-    """An error in a key the caller set (a keyword of run, the CLI's --set) names that key, the
-    file only as what it was set for (the file is not the culprit); any other names the file."""
-    if not scenario.source:
-        return err
-    if err.field.split("[")[0] in overrides:
-        return ScenarioError(err.field, f"{err.expected} (for {scenario.source})")
-    return err.at(scenario.source)
-
-
-_presets: dict[tuple, Arithmetic] = {}   # resolved arithmetics, reused (they are immutable)
-
-
-def _resolve(preset: str, overrides: dict) -> Arithmetic:
-    """resolve(), remembered when the overrides are plain values (most runs: none at all)."""
-    key = (preset, tuple(sorted(overrides.items())))
-    try:
-        return _presets[key]
-    except TypeError:  # e.g. a mask given as a list of lists
-        return resolve(preset, overrides)
-    except KeyError:
-        if len(_presets) >= 64:
-            _presets.clear()
-        arith = _presets[key] = resolve(preset, overrides)
-        return arith
-
-
-def _decodable(mask, arithmetic: Arithmetic) -> None:
-    """A [decode] run is causal and standard: refused otherwise, before anything runs."""
-    if not (isinstance(mask, str) and mask == "causal"):
-        raise ScenarioError("mask", "expected causal with [decode] (a decoded token sees only the tokens before "
-                            f"it), got {mask if isinstance(mask, str) else 'a matrix'}")
-    if arithmetic.online:
-        raise ScenarioError("algorithm", "expected standard with [decode] (a decoded token's scores are one row "
-                            "already: there is no n × n matrix to avoid)")
-
-
-def _standard_only(scenario: Scenario, arithmetic: Arithmetic) -> None:
-    """Soft-capping and ALiBi change each score on its own: the online blocks do not (yet) do it."""
-    if arithmetic.online and (scenario.softcap is not None or scenario.alibi is not None or scenario.sinks is not None
-                              or scenario.mla is not None or scenario.score_bias is not None):
-        what = "softcap" if scenario.softcap is not None else "alibi" if scenario.alibi is not None else \
-            "weights.sinks" if scenario.sinks is not None else "score_bias" if scenario.score_bias is not None \
-            else "[mla]"
-        raise ScenarioError("algorithm", f"expected standard with {what} (the online algorithm's blocks are not "
-                            "capped, biased or given a sink here; the standard one shows each step)")
-
-
 def run(scenario, arithmetic: str | None = None, *, lazy: bool | None = None, engine: str = "auto",
         **overrides) -> Trace:
     """Trace a scenario (a Scenario, a built-in name or a path) under a preset (`exact`,
@@ -354,7 +274,7 @@ def run(scenario, arithmetic: str | None = None, *, lazy: bool | None = None, en
         scenario = load_scenario(scenario)
     if engine not in ("auto", "stages", "fused"):
         raise ScenarioError("engine", f"expected auto, stages or fused, got {engine!r}")
-    arith, layout, mask, (steps, by_id, cells, ids) = _setup(scenario, arithmetic, overrides)
+    arith, layout, mask, (steps, by_id, cells, ids) = setup(scenario, arithmetic, overrides)
     trace = Trace(scenario, arith, layout, mask, steps, lazy=False, engine=engine, by_id=by_id, ids=ids)
     nbytes = cells * trace.dtype.itemsize
     if lazy is None:  # by size, and lazy anyway when the whole would not fit
@@ -366,7 +286,7 @@ def run(scenario, arithmetic: str | None = None, *, lazy: bool | None = None, en
                                 "computed on demand, a few kept) or fewer tokens", scenario.source)
     allowed = mask_matrix(trace)
     if scenario.score_bias is not None:   # an additive mask's −∞ hides keys too, head by head
-        from . import score_bias
+        from .mechanisms import score_bias
         lonely = score_bias.lonely(trace)
     else:
         lonely = [] if allowed is None else [scenario.tokens[i] for i in np.flatnonzero(~allowed.any(axis=1))]

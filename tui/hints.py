@@ -7,40 +7,11 @@ import re
 from fractions import Fraction
 
 from tracer.answers import Answer, NotAnAnswer, below, is_right, parse
-from tracer.numbers import fmt, tolerance
+from tracer.printing import fmt, tolerance
+from tracer.steps import KINDS
 
 NOTE = "   ("   # explain puts a remark after three spaces, in parentheses
 _NUMBER = re.compile(r"(?<![\w/.^])[−-]?(?:\d+(?:\.\d+)?(?:e[−-]?\d+)?(?:/\d+)?|∞)(?![\w/.])")
-
-# What to do with the inputs, per kind of step: words only, so no example can equal a value.
-TIPS = {
-    "q": "multiply each pair of numbers, then add the products",
-    "k": "multiply each pair of numbers, then add the products",
-    "v": "multiply each pair of numbers, then add the products",
-    "v_down": "multiply each pair of numbers, then add the products",
-    "scores": "multiply the query and the key number by number, then add the products (with a latent, both parts)",
-    "c_q": "multiply each pair of numbers and add the products; with a gain, divide by the row's root mean square and multiply by the gain",
-    "c_kv": "multiply each pair of numbers and add the products; with a gain, divide by the row's root mean square and multiply by the gain",
-    "k_pe": "project the row, then turn its pair: first·cos − second·sin, or first·sin + second·cos",
-    "q_pe": "project the row, then turn its pair: first·cos − second·sin, or first·sin + second·cos",
-    "q_nope": "multiply each pair of numbers, then add the products",
-    "k_nope": "multiply each pair of numbers, then add the products",
-    "q_latent": "multiply the query by the row of W_UK number by number, then add the products",
-    "absorbed": "two dot products added: the absorbed query with the latent, the rotary query with the rotary key",
-    "q_norm": "square each number of the row, take the mean and its square root; divide, then multiply by the gain",
-    "k_norm": "square each number of the row, take the mean and its square root; divide, then multiply by the gain",
-    "scaled": "divide the score by the scale; with ⌊ ⌋, round down to the whole number at or below",
-    "capped": "divide by the cap, take tanh (a calculator's), multiply by the cap again",
-    "biased": "subtract the slope times how many tokens back the key is",
-    "out_norm": "square each number of the row, take the mean and its square root; divide, then multiply by the gain",
-    "masked": "a key the query may see keeps its scaled score; a hidden key becomes minus infinity",
-    "exp": "a power: the base times itself that many times; a negative power is one over the power",
-    "sums": "add up this query's powers; put fractions over one common denominator first",
-    "sink": "raise the base to the head's sink logit (less the max, if subtracted), then divide by the query's sum",
-    "weights": "divide the power by its query's sum; dividing by a fraction is multiplying by its inverse",
-    "z": "multiply each value by its weight, then add the products",
-    "out": "multiply each pair of numbers, then add the products",
-}
 
 
 def written(value: float, tol: float) -> set[str]:
@@ -100,7 +71,9 @@ def hint(trace, step_id: str, row: int, col: int, level: int, fractions: bool = 
         return text
     finer = [worked(p) for p in kept]
     finer = [f for f in finer if f and not mentions_value(f, value, tol)]
-    tip = TIPS.get(step.kind, "")
+    # what to do with the inputs, in words only (no example can equal a value); a key block's
+    # scores and sums take the whole step's words
+    tip = (KINDS[step.kind] if step.kind in KINDS else step.spec).tip
     if tip and not mentions_value(tip, value, tol):
         finer.append(tip)
     side = below(typed, value) if typed is not None else None

@@ -9,7 +9,7 @@ import numpy as np
 
 import tracer
 from tracer.answers import NotAnAnswer, is_right, parse
-from tracer.numbers import fmt_approx, fractions_for, tolerance
+from tracer.printing import fmt_approx, fractions_for, tolerance
 
 from .hints import hint
 

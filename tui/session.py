@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 import tracer
 from tracer.arithmetic import PRESETS, resolve
-from tracer.given import factor
+from tracer.given_inputs import factor
 from tracer.steps import KINDS
 from tracer.labels import TOKEN_AXES, axis_labels, step_labels  # noqa: F401  (the screens take axis_labels from here)
 

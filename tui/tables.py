@@ -8,7 +8,7 @@ import textwrap
 import numpy as np
 
 from tracer.labels import LABEL_WIDTH, axis_labels, axis_title, keys_text, short, step_labels, top_keys  # noqa: F401
-from tracer.numbers import DECIMALS_NOTE, fractions_for, is_decimal, table_writer, tolerance
+from tracer.printing import DECIMALS_NOTE, fractions_for, is_decimal, table_writer, tolerance
 
 MAX_SHOWN = 12  # rows/columns printed before eliding the middle, unless --full
 MAX_LABEL = LABEL_WIDTH  # characters of a token or feature name in a table (a cut one ends in its index)
@@ -40,7 +40,7 @@ def step_lines(trace, step, fractions: bool = True, full: bool = False):
 
 def given_lines(trace, name: str, axes: tuple[str, str], a, fractions: bool = True, full: bool = False):
     """A given matrix (an input, a weight) as a table, named as the TUI names it: `W_Q (head 0)`."""
-    from tracer.given import display_name
+    from tracer.given_inputs import display_name
     ra, ca = (axis_title(axis) for axis in axes)
     yield f"{display_name(trace, name)}  (given: {name})   [{ra} × {ca}, {a.shape[0]} × {a.shape[1]}]"
     names = tuple(axis_labels(trace, axis, size, width=MAX_LABEL) for axis, size in zip(axes, a.shape))

@@ -128,7 +128,7 @@ async def test_big_matrices_draw_only_the_window_and_keep_labels(n):
 
 
 def test_float32_noise_is_not_written_as_fractions():
-    from tracer.numbers import tolerance
+    from tracer.printing import tolerance
     a = np.random.default_rng(1).standard_normal((32, 32)).astype(np.float32) * 10
     scale = Scale(a, True, tolerance(np.float32))
     assert not any("/" in scale.text(v) for v in a.ravel())

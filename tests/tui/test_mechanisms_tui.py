@@ -1,6 +1,6 @@
 """The mechanisms of today's checkpoints in the terminal UI: each mechanism's step explained with its
 numbers (stepping through every step of their built-ins, with the arithmetic and the layout swapped
-live: test_layer_v2_tui.py)."""
+live: test_layer_steps.py)."""
 import pytest
 
 from tui.widgets.cell_info import CellInfo

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ..export import arithmetic_words, given_words, worksheet_words
 from ..figures import common
 from ..figures.worksheet import CHAR_W, PAD, Panel, draw_panel, make_panel, pairs
-from ..given import display_name, given
+from ..given_inputs import display_name, given
 
 PAGE_W, PAGE_H = 8.26, 11.0   # within A4 (8.27 in wide) and Letter (11 in high): either paper holds it whole
 MARGIN = 0.5                  # inches; printers leave about a quarter inch unprinted

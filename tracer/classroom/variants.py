@@ -8,11 +8,12 @@ from fractions import Fraction
 
 import numpy as np
 
+from .. import mechanisms
 from ..arithmetic import resolve
 from ..errors import ScenarioError
 from ..figures.worksheet import MAX_FEATURES, MAX_TOKENS
 from ..ids import parse
-from ..numbers import rational
+from ..printing import rational
 from .identity import GIVEN
 
 PRESET = "by-hand"
@@ -41,17 +42,15 @@ def refuse_unfillable(scenario) -> None:
     numbers whatever the inputs (a checkpoint's layer, square roots, a sheet too big to fill)."""
     sc = scenario
     why = None
+    own = next((words for words in (m.unfillable(sc) for m in mechanisms.present(sc)) if words), None)
     if sc.model is not None or sc.random is not None:
         why = SECTIONS["model" if sc.model is not None else "random"]
-    elif sc.rope is not None:
-        why = "rotary positions turn the queries and keys by cosines and sines, which are not fractions"
+    elif own:   # a mechanism's own reason (rotary positions' cosines, soft-capping's tanh)
+        why = own
     elif sc.norm_in is not None or (sc.residual or {}).get("norm") == "layer":
         eps = (sc.norm_in or sc.residual).get("eps", 0)
         why = (f"a norm divides by a square root (of the variance + eps, eps = {eps:g}), which is not a fraction"
                if eps else "a norm divides by a square root, which is not a fraction")
-    elif sc.softcap is not None:
-        why = (f"soft-capping takes C·tanh(s ÷ C) (C = {sc.softcap:g}), and tanh of any fraction but 0 is no "
-               "fraction: only scores of 0 would do, and every query's weights would be equal")
     elif max(sc.n, sc.m) > MAX_TOKENS or max(sc.d_model, sc.d_k, sc.d_v) > MAX_FEATURES:
         why = (f"{max(sc.n, sc.m)} tokens and {max(sc.d_model, sc.d_k, sc.d_v)} features are more than a sheet "
                f"filled by hand holds (at most {MAX_TOKENS} tokens and {MAX_FEATURES} features)")

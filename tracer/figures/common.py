@@ -7,7 +7,7 @@ import math
 from ..errors import ScenarioError
 from ..labels import LABEL_WIDTH, axis_labels, short, step_labels
 from ..writing import atomic_path
-from ..numbers import fractions_for, table_writer, tolerance
+from ..printing import fractions_for, table_writer, tolerance
 
 PICTURES = ("svg", "png")
 DPI = 200  # PNG: sharp on a projected slide, a few hundred kB at most

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..labels import axis_title
-from ..numbers import DECIMALS_NOTE, fractions_for, is_decimal
+from ..printing import DECIMALS_NOTE, fractions_for, is_decimal
 from .common import MASKED, RC, SEQUENTIAL, caption, finite_extent, ink_for, number_writer, step_names, text_width, tick_step
 MAX_NUMBERED = 16    # rows or columns beyond this: no numbers in the cells (they could not be read)
 MAX_LABELS = 40      # tick labels per axis beyond this: only every k-th is written

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ScenarioError
-from ..given import factor as given_factor
+from ..given_inputs import factor as given_factor
 from ..ids import parse
 from ..labels import short
 from .common import GIVEN, MASKED, caption, labels, number_writer, step_names, text_width

@@ -11,7 +11,9 @@ import numpy as np
 
 from .jit import namespace as stage_kernels
 
-__all__ = ["attend_heads", "attend_token", "matmul_heads", "online_heads", "rule", "stage_kernels", "trace_heads"]
+__all__ = ["attend_heads", "attend_token", "matmul", "matmul_heads", "online_heads", "rule", "stage_kernels",
+           "trace_heads"]
+ROWS = 128   # rows per matmul task, at least
 
 
 def _fused():
@@ -69,6 +71,20 @@ def matmul_heads(x, w, out, block: int) -> None:
     assert out.shape == (w.shape[0], x.shape[0], w.shape[2]) and x.shape[1] == w.shape[1], "matmul_heads: shapes"
     with blas.one_thread():
         _fused().matmul_heads(x, w, out, block)
+
+
+def rows_per_task(n: int, heads: int) -> int:
+    """Rows per matmul task: whole heads when there are enough of them, else a few blocks each."""
+    want = -(-n * heads // (4 * _threads()))   # about 4 tasks per thread
+    return min(n, max(ROWS, -(-want // ROWS) * ROWS))
+
+
+def matmul(x, w) -> np.ndarray:
+    """x·w[h] for every head h (w: heads × d × m) into one heads × n × m array, on numba's threads."""
+    from . import pool
+    out = pool.empty((w.shape[0], x.shape[0], w.shape[2]), x.dtype)
+    matmul_heads(x, w, out, rows_per_task(x.shape[0], w.shape[0]))
+    return out
 
 
 def online_heads(q, k, v, state, z, tiles, bad, rule, allowed, block: int, rows: int, keep: bool) -> None:

@@ -272,22 +272,60 @@ def rotate(q, cos, sin, first, second):
 
 
 @kernel
-def attend(q, k, v, allowed, rule):
+def row_max_with(s, floor):
+    """Each query's largest score, or `floor` (a head's sink logit) where that is larger: what is
+    subtracted when the sink joins the softmax (a query whose keys are all masked: the floor)."""
+    out = np.empty((s.shape[0], 1), dtype=s.dtype)
+    for i in range(s.shape[0]):
+        m = floor
+        for j in range(s.shape[1]):
+            if s[i, j] > m:
+                m = s[i, j]
+        out[i, 0] = m
+    return out
+
+
+@kernel
+def sink_powers(shift, logit, base_e, base):
+    """The sink's power for each query, base^(logit − shift): one more key's, with no value."""
+    out = np.empty_like(shift)
+    for i in range(shift.shape[0]):
+        d = logit - float(shift[i, 0])
+        if base_e:
+            out[i, 0] = math.exp(d) if d < 709.78 else np.exp(np.float64(d))   # inf, not OverflowError, plain
+        else:
+            out[i, 0] = np.float64(base) ** np.float64(d)
+    return out
+
+
+@kernel
+def attend(q, k, v, allowed, bias, rule):
     """A head's steps from its queries, keys and values: the kernels above, in the order the trace
     records them (one dispatch instead of ten, which is most of a small trace's time).
     rule = (scale: 0 none, 1 ÷c, 2 ⌊÷c⌋; c; softmax; base e; base; stable; masked; cap C, 0 for none;
-    ALiBi; its slope). Returns the scores, scaled, capped, biased, masked, powers, sums, weights, z
-    (a step the layer does not have is its input, unchanged), and whether nothing left the dtype's range."""
-    scale, c, softmax, base_e, base, stable, masked, cap, alibi, slope = rule
+    ALiBi; its slope; an additive mask (`bias`, query × key, added before the mask); a sink; its
+    logit). Returns the scores, scaled, capped, biased, masked, powers, sums, the sink's share,
+    weights, z (a step the layer does not have is its input, unchanged; no sink: zeros), and
+    whether nothing left the dtype's range."""
+    scale, c, softmax, base_e, base, stable, masked, cap, alibi, slope, added, sink, logit = rule
     s = scores(q, k)
     scaled = s if scale == 0 else (divide(s, c) if scale == 1 else floor_divide(s, c))
     capped = soft_cap(scaled, cap) if cap > 0 else scaled
     biased = linear_bias(capped, slope) if alibi else capped
-    m = mask(biased, allowed) if masked else biased
+    m = add(biased, bias) if added else biased
+    m = mask(m, allowed) if masked else m
+    share = np.zeros((m.shape[0], 1), dtype=m.dtype)
     if softmax:
-        shift = row_max(m) if stable else np.zeros((m.shape[0], 1), dtype=m.dtype)
+        if stable:
+            shift = row_max_with(m, logit) if sink else row_max(m)
+        else:
+            shift = np.zeros((m.shape[0], 1), dtype=m.dtype)
         e = exp_powers(m, shift) if base_e else base_powers(m, shift, base)
         sums = row_sums(e)
+        if sink:   # the sink's power joins each query's sum: the tokens' weights add up to 1 − its share
+            own = sink_powers(shift, logit, base_e, base)
+            sums = add(sums, own)
+            share = softmax_weights(own, sums)
         weights = softmax_weights(e, sums)
     else:
         e, sums = m, np.zeros((m.shape[0], 1), dtype=m.dtype)
@@ -296,12 +334,12 @@ def attend(q, k, v, allowed, rule):
     # any inf or NaN shows in one of these: scores and scaled in scaled (a −∞ score would
     # otherwise become a quiet 0 weight), overflowing powers in sums, the rest in z
     ok = finite(scaled) and finite(biased) and finite(z) and finite(sums)
-    return s, scaled, capped, biased, m, e, sums, weights, z, ok
+    return s, scaled, capped, biased, m, e, sums, share, weights, z, ok
 
 
 @kernel
-def textbook_head(x, w_q, w_k, w_v, allowed, rule):
+def textbook_head(x, w_q, w_k, w_v, allowed, bias, rule):
     """Every step of one head of the 2017 layer in one call: its projections, then attend."""
     q, k, v = project(x, w_q), project(x, w_k), project(x, w_v)
-    s, scaled, capped, biased, m, e, sums, weights, z, ok = attend(q, k, v, allowed, rule)
-    return q, k, v, s, scaled, capped, biased, m, e, sums, weights, z, ok
+    s, scaled, capped, biased, m, e, sums, share, weights, z, ok = attend(q, k, v, allowed, bias, rule)
+    return q, k, v, s, scaled, capped, biased, m, e, sums, share, weights, z, ok

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..models import deepseek
 from ..models.blocks import block
 from ..models.config import Config
 from ..models.forward import run_block
@@ -88,7 +87,7 @@ class Latent:
         return bool(cfg.family.latent)
 
     def __init__(self, cfg: Config, layer: int):
-        from ..mla import cache_per_token
+        from ..mechanisms.latent.compute import cache_per_token
         self.cfg, self.layer, m = cfg, layer, cfg.mla
         self.label, self.heads, self.kv_heads = "latent", cfg.heads, cfg.heads
         # multi-head attention's side as DeepSeek-V2's paper counts it: 2·heads·d_h, d_h the values' width
@@ -97,8 +96,9 @@ class Latent:
 
     def run(self, x: np.ndarray, tensors) -> tuple[np.ndarray, Seen]:
         seen: dict = {}
-        x = deepseek.run_block(x, tensors, self.cfg, self.layer, seen)
-        qk, ov = circuits.latent(seen["attention"], self.cfg.mla, self.heads)
+        blk = block(tensors, self.cfg, self.layer)
+        x = run_block(x, blk, self.cfg, self.layer, seen)
+        qk, ov = circuits.latent(blk.latent, self.cfg.mla, self.heads)
         return x, Seen(seen["weights"], qk, ov)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import memory
 from ..errors import ScenarioError
-from ..models import blocks, deepseek
+from ..models import blocks
 from ..models.blocks import check_shapes, embed, embed_norm, prefix
 from ..models.config import Config
 from ..models.forward import norm
@@ -65,7 +65,7 @@ def itemsize(tensors, cfg: Config) -> tuple[str, int]:
 def check(tensors, cfg: Config, n: int) -> None:
     """Before any block runs (and before anything is printed): every tensor's shape and dtype
     against config.json, and the working memory of n tokens against what this process has left."""
-    pre, shapes = prefix(tensors, cfg), deepseek.shapes if cfg.family.latent else blocks.shapes
+    pre, shapes = prefix(tensors, cfg), blocks.shapes
     for i in range(cfg.layers):   # every block whole, the last one's MLP too
         check_shapes(tensors, cfg, shapes(cfg, pre, i, True))
     need = 8 * (3 * cfg.heads * n * n + n * (4 * cfg.d_model + 3 * cfg.inner))   # as the traced layer's stream

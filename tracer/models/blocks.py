@@ -8,9 +8,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ScenarioError
-from . import fp8, mxfp4
+from . import deepseek
 from .config import Config
-from .weights import DTYPES, Tensors
+from .reading import check_shapes, linear, norm, prefix, shape_text
+from .weights import Tensors
 
 
 @dataclass
@@ -20,14 +21,15 @@ class Block:
     biases are vectors of those widths, or None. A norm is {"kind": "layer" | "rms", "gain",
     "bias", "eps"} or None where the family has none."""
     norm_in: dict | None
-    q: np.ndarray
-    k: np.ndarray
-    v: np.ndarray
+    q: np.ndarray | None                 # None under latent attention: its own weights are `latent`
+    k: np.ndarray | None
+    v: np.ndarray | None
     o: np.ndarray
     bq: np.ndarray | None
     bk: np.ndarray | None
     bv: np.ndarray | None
     bo: np.ndarray | None
+    latent: dict | None = None           # multi-head latent attention's weights (deepseek.read_attention)
     q_norm: np.ndarray | None = None     # QK-norm gains: head_dim, or heads·head_dim for OLMo 2's
     k_norm: np.ndarray | None = None
     out_norm: dict | None = None         # a norm of the attention's output before the residual
@@ -35,17 +37,8 @@ class Block:
     mlp: dict | None = None              # up, b_up, down, b_down, and gate, b_gate when gated
     mlp_out: dict | None = None
     sinks: np.ndarray | None = None      # one sink logit per query head (gpt-oss)
-    moe: dict | None = None              # router, b_router, expert(e) → that expert's matrices
-
-
-def prefix(tensors: Tensors, cfg: Config) -> str:
-    """What the checkpoint puts before the names (`transformer.`, `model.`, or nothing)."""
-    tail = cfg.family.embed + ".weight"
-    for name in tensors.names:
-        if name.endswith(tail) and (name == tail or name.endswith("." + tail)):
-            return name[: -len(tail)]
-    raise ScenarioError(tail, f"is missing; expected the token embeddings of a {cfg.model_type} checkpoint",
-                        str(tensors.folder))
+    moe: dict | None = None              # router, b_router, bias, expert(e) → that expert's matrices, shared
+    #                                      (the family's Experts.tensors, each expert checked as it is read)
 
 
 def _linear(cfg: Config, name: str, out: int, inp: int) -> dict[str, tuple]:
@@ -56,14 +49,31 @@ def _linear(cfg: Config, name: str, out: int, inp: int) -> dict[str, tuple]:
 def shapes(cfg: Config, pre: str, i: int, mlp: bool) -> dict[str, tuple[int, ...]]:
     """Every tensor block i reads, with the shape config.json implies, so that a broken
     checkpoint is refused by name before any arithmetic (biases are checked where saved)."""
-    fam, d, hd = cfg.family, cfg.d_model, cfg.head_dim
-    p, a = pre + fam.block(i), pre + fam.block(i) + fam.attention + "."
-    q, kv = cfg.heads * hd, cfg.groups * hd
+    fam, d = cfg.family, cfg.d_model
+    p = pre + fam.block(i)
     want = {}
     for name in (fam.attn_in, fam.attn_out) + ((fam.mlp_in, fam.mlp_out) if mlp else ()):
         if name is not None:
             want.update({p + name + ".weight": (d,)} if fam.norm == "rms" else {p + name + ".weight": (d,),
                                                                                 p + name + ".bias": (d,)})
+    want.update(deepseek.attention_shapes(cfg, p) if fam.latent else _attention_shapes(cfg, p + fam.attention + "."))
+    if mlp and cfg.moe and cfg.moe["sparse"][i]:
+        want.update(fam.experts.shapes(cfg, p + "mlp."))
+    elif mlp:
+        m = p + "mlp."
+        if fam.gate_up:
+            want.update(_linear(cfg, m + fam.gate_up, 2 * cfg.inner, d))
+        for name in fam.mlp[:-1]:
+            want.update(_linear(cfg, m + name, cfg.inner, d))
+        want.update(_linear(cfg, m + fam.mlp[-1], d, cfg.inner))
+    return want
+
+
+def _attention_shapes(cfg: Config, a: str) -> dict[str, tuple[int, ...]]:
+    """The projections of a block's attention (a: its prefix), its QK-norm's gains and its sinks."""
+    fam, d, hd = cfg.family, cfg.d_model, cfg.head_dim
+    q, kv = cfg.heads * hd, cfg.groups * hd
+    want = {}
     if fam.qkv:
         want.update(_linear(cfg, a + fam.qkv, q + 2 * kv, d))
     else:
@@ -75,54 +85,7 @@ def shapes(cfg: Config, pre: str, i: int, mlp: bool) -> dict[str, tuple[int, ...
         want.update({a + "q_norm.weight": (hd if each else q,), a + "k_norm.weight": (hd if each else kv,)})
     if fam.sinks:
         want[a + "sinks"] = (cfg.heads,)
-    if mlp and cfg.moe and cfg.moe["sparse"][i]:
-        want.update(moe_shapes(cfg, p + "mlp."))
-    elif mlp:
-        m = p + "mlp."
-        if fam.gate_up:
-            want.update(_linear(cfg, m + fam.gate_up, 2 * cfg.inner, d))
-        for name in fam.mlp[:-1]:
-            want.update(_linear(cfg, m + name, cfg.inner, d))
-        want.update(_linear(cfg, m + fam.mlp[-1], d, cfg.inner))
     return want
-
-
-def moe_shapes(cfg: Config, m: str) -> dict[str, tuple[int, ...]]:
-    """A mixture's router and experts: Qwen3-MoE's one nn.Linear per expert, gpt-oss's stacked
-    experts × in × out tensors (gate and up interleaved) with biases."""
-    d, n, e = cfg.d_model, cfg.moe["inner"], cfg.moe["experts"]
-    if cfg.family.experts == "gpt_oss":
-        x = m + "experts."
-        return {m + "router.weight": (e, d), m + "router.bias": (e,), x + "gate_up_proj": (e, d, 2 * n),
-                x + "gate_up_proj_bias": (e, 2 * n), x + "down_proj": (e, n, d), x + "down_proj_bias": (e, d)}
-    want = {m + "gate.weight": (e, d)}
-    for j in range(e):
-        want.update({f"{m}experts.{j}.gate_proj.weight": (n, d), f"{m}experts.{j}.up_proj.weight": (n, d),
-                     f"{m}experts.{j}.down_proj.weight": (d, n)})
-    return want
-
-
-def check_shapes(tensors: Tensors, cfg: Config, want: dict) -> None:
-    """Each tensor's shape as config.json implies; a bias of a family that saves them only
-    sometimes (Llama's attention_bias, Falcon's bias) may be absent."""
-    fam = cfg.family
-    norms = {fam.attn_in, fam.attn_out, fam.mlp_in, fam.mlp_out, fam.embed_norm}
-    for name, shape in want.items():
-        module = name[: -len(".bias")].rsplit(".", 1)[-1] if name.endswith(".bias") else None
-        if fam.biases == "saved" and module is not None and module not in norms and name not in tensors:
-            continue
-        if name not in tensors and name + "_blocks" in tensors:   # gpt-oss's experts, as published
-            mxfp4.check(tensors, name, shape)
-            continue
-        got, dtype = tensors.shape(name), tensors.dtype(name)
-        if dtype == fp8.DTYPE and fp8.scale_name(name) in tensors:   # fine-grained FP8 blocks
-            fp8.check(tensors, name, shape)
-        elif dtype not in DTYPES:
-            raise ScenarioError(name, f"has dtype {dtype}; expected float64, float32, float16 or bfloat16 weights",
-                                tensors.where(name))
-        if got != shape:
-            raise ScenarioError(name, f"has shape {_shape(got)}; expected {_shape(shape)}, as config.json's sizes "
-                                "give", tensors.where(name))
 
 
 def check_all(tensors: Tensors, cfg: Config, layer: int) -> None:
@@ -133,10 +96,6 @@ def check_all(tensors: Tensors, cfg: Config, layer: int) -> None:
         check_shapes(tensors, cfg, shapes(cfg, pre, i, i < layer))
 
 
-def _shape(shape: tuple) -> str:
-    return "(" + ", ".join(map(str, shape)) + ")"
-
-
 def embed(tensors: Tensors, cfg: Config, ids: list[int]) -> np.ndarray:
     """The token embeddings (× √d_model for Gemma), plus learned positions (GPT-2); BLOOM's
     stream then passes embed_norm's norm."""
@@ -144,12 +103,12 @@ def embed(tensors: Tensors, cfg: Config, ids: list[int]) -> np.ndarray:
     name = pre + fam.embed + ".weight"
     table = tensors.shape(name)
     if len(table) != 2 or table[1] != cfg.d_model or table[0] < 1:
-        raise ScenarioError(name, f"has shape {_shape(table)}; expected (vocabulary, {cfg.d_model}), as "
+        raise ScenarioError(name, f"has shape {shape_text(table)}; expected (vocabulary, {cfg.d_model}), as "
                             "config.json's sizes give", tensors.where(name))
     if fam.positions_table:
         places = tensors.shape(pre + fam.positions_table + ".weight")
         if len(places) != 2 or places[1] != cfg.d_model or places[0] < len(ids):
-            raise ScenarioError(pre + fam.positions_table + ".weight", f"has shape {_shape(places)}; expected "
+            raise ScenarioError(pre + fam.positions_table + ".weight", f"has shape {shape_text(places)}; expected "
                                 f"({len(ids)} or more positions, {cfg.d_model}) for the text's {len(ids)} tokens",
                                 tensors.where(pre + fam.positions_table + ".weight"))
     if max(ids) >= table[0]:
@@ -170,7 +129,7 @@ def embed_norm(tensors: Tensors, cfg: Config) -> dict | None:
         return None
     check_shapes(tensors, cfg, {pre + fam.embed_norm + ".weight": (cfg.d_model,),
                                 pre + fam.embed_norm + ".bias": (cfg.d_model,)})
-    return _norm(tensors, cfg, pre + fam.embed_norm)
+    return norm(tensors, cfg, pre + fam.embed_norm)
 
 
 def block(tensors: Tensors, cfg: Config, layer: int, mlp: bool = True) -> Block:
@@ -178,23 +137,11 @@ def block(tensors: Tensors, cfg: Config, layer: int, mlp: bool = True) -> Block:
     fam, pre = cfg.family, prefix(tensors, cfg)
     check_shapes(tensors, cfg, shapes(cfg, pre, layer, mlp))
     p = pre + fam.block(layer)
-    a = p + fam.attention + "."
-    norm = lambda name: None if name is None else _norm(tensors, cfg, p + name)  # noqa: E731
-    linear = lambda name: _read_linear(tensors, cfg, name)  # noqa: E731
-    if fam.qkv:
-        w, b = linear(a + fam.qkv)
-        (wq, bq), (wk, bk), (wv, bv) = (_columns(w, b, cols) for cols in _qkv_columns(cfg))
-    else:
-        (wq, bq), (wk, bk), (wv, bv) = linear(a + fam.q), linear(a + fam.k), linear(a + fam.v)
-    wo, bo = linear(a + fam.o)
-    out = Block(norm_in=norm(fam.attn_in), q=wq, k=wk, v=wv, o=wo, bq=bq, bk=bk, bv=bv, bo=bo,
-                out_norm=norm(fam.attn_out))
-    if fam.qk_norm:
-        out.q_norm, out.k_norm = (tensors[a + f"{x}_norm.weight"] + fam.gain_offset for x in "qk")
-    if fam.sinks:
-        out.sinks = tensors[a + "sinks"]
+    normed = lambda name: None if name is None else norm(tensors, cfg, p + name)  # noqa: E731
+    out = _latent_block(tensors, cfg, layer) if fam.latent else _attention(tensors, cfg, p + fam.attention + ".")
+    out.norm_in, out.out_norm = normed(fam.attn_in), normed(fam.attn_out)
     if mlp:
-        out.norm_mlp, out.mlp_out = norm(fam.mlp_in), norm(fam.mlp_out)
+        out.norm_mlp, out.mlp_out = normed(fam.mlp_in), normed(fam.mlp_out)
         if cfg.moe and cfg.moe["sparse"][layer]:
             out.moe = _moe(tensors, cfg, p + "mlp.")
         else:
@@ -202,31 +149,41 @@ def block(tensors: Tensors, cfg: Config, layer: int, mlp: bool = True) -> Block:
     return out
 
 
+def _attention(tensors: Tensors, cfg: Config, a: str) -> Block:
+    """A block's attention weights: q, k, v (split from a fused tensor), W_O, QK-norm's gains, sinks."""
+    fam = cfg.family
+    if fam.qkv:
+        w, b = linear(tensors, cfg, a + fam.qkv)
+        (wq, bq), (wk, bk), (wv, bv) = (_columns(w, b, cols) for cols in _qkv_columns(cfg))
+    else:
+        (wq, bq), (wk, bk), (wv, bv) = (linear(tensors, cfg, a + name) for name in (fam.q, fam.k, fam.v))
+    wo, bo = linear(tensors, cfg, a + fam.o)
+    out = Block(norm_in=None, q=wq, k=wk, v=wv, o=wo, bq=bq, bk=bk, bv=bv, bo=bo)
+    if fam.qk_norm:
+        out.q_norm, out.k_norm = (tensors[a + f"{x}_norm.weight"] + fam.gain_offset for x in "qk")
+    if fam.sinks:
+        out.sinks = tensors[a + "sinks"]
+    return out
+
+
+def _latent_block(tensors: Tensors, cfg: Config, layer: int) -> Block:
+    """A block whose attention is latent (DeepSeek's): its weights whole in `latent`."""
+    w = deepseek.read_attention(tensors, cfg, layer)
+    return Block(norm_in=None, q=None, k=None, v=None, o=w["o"], bq=None, bk=None, bv=None, bo=w["bo"], latent=w)
+
+
 def _moe(tensors: Tensors, cfg: Config, m: str) -> dict:
-    """The router (rows orientation) and a reader of one expert's matrices at a time, so that a
-    layer's experts are read as they are used and let go after."""
-    x = m + "experts."
+    """The router (rows orientation) and a reader of one expert's matrices at a time (each checked
+    against config.json as it is read), so that a layer's experts are read as they are used and let
+    go after: the family's Experts declaration says what its tensors are."""
+    experts = cfg.family.experts
+    got = experts.tensors(tensors, cfg, m)
+    read = got["expert"]
 
-    def stacked(e: int) -> dict:      # gpt-oss: experts × in × out, saved or MXFP4, with biases
-        return dict(gate_up=tensors.expert(x + "gate_up_proj", e), b_gate_up=tensors.rows(x + "gate_up_proj_bias", [e])[0],
-                    down=tensors.expert(x + "down_proj", e), b_down=tensors.rows(x + "down_proj_bias", [e])[0])
-
-    def linear(e: int) -> dict:       # Qwen3-MoE: one nn.Linear per expert and matrix
-        return {w: tensors[f"{x}{e}.{w}_proj.weight"].T for w in ("gate", "up", "down")}
-    if cfg.family.experts == "gpt_oss":
-        return dict(router=tensors[m + "router.weight"].T, b_router=tensors[m + "router.bias"], expert=stacked)
-    return dict(router=tensors[m + "gate.weight"].T, b_router=None, expert=linear)
-
-
-def _norm(tensors: Tensors, cfg: Config, name: str) -> dict:
-    bias = tensors[name + ".bias"] if cfg.family.norm == "layer" else None
-    return dict(kind=cfg.family.norm, gain=tensors[name + ".weight"] + cfg.family.gain_offset, bias=bias, eps=cfg.eps)
-
-
-def _read_linear(tensors: Tensors, cfg: Config, name: str):
-    """(weight in the rows orientation, in × out; bias or None when not saved)."""
-    w = tensors[name + ".weight"]
-    return (w if cfg.family.conv1d else w.T), (tensors[name + ".bias"] if name + ".bias" in tensors else None)
+    def expert(e: int) -> dict:
+        check_shapes(tensors, cfg, experts.expert_shapes(cfg, m, e))
+        return read(e)
+    return dict(got, expert=expert)
 
 
 def _qkv_columns(cfg: Config) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -250,13 +207,13 @@ def _mlp(tensors: Tensors, cfg: Config, m: str) -> dict:
     fam = cfg.family
     out = {}
     if fam.gate_up:
-        w, b = _read_linear(tensors, cfg, m + fam.gate_up)
+        w, b = linear(tensors, cfg, m + fam.gate_up)
         half = cfg.inner
         out.update(gate=w[:, :half], b_gate=None if b is None else b[:half],
                    up=w[:, half:], b_up=None if b is None else b[half:])
     elif fam.gated():
-        (out["gate"], out["b_gate"]) = _read_linear(tensors, cfg, m + fam.mlp[0])
+        (out["gate"], out["b_gate"]) = linear(tensors, cfg, m + fam.mlp[0])
     if not fam.gate_up:
-        (out["up"], out["b_up"]) = _read_linear(tensors, cfg, m + fam.mlp[-2])
-    (out["down"], out["b_down"]) = _read_linear(tensors, cfg, m + fam.mlp[-1])
+        (out["up"], out["b_up"]) = linear(tensors, cfg, m + fam.mlp[-2])
+    (out["down"], out["b_down"]) = linear(tensors, cfg, m + fam.mlp[-1])
     return out

@@ -5,23 +5,22 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..checks import kind
+from ..checks import kind, positive
 from ..errors import ScenarioError
 from ..masks import MAX_WINDOW
 from ..readfile import CONFIG_BYTES, checkpoint_json
-from .experts import read_moe
 from .families import ACTIVATIONS, FAMILIES, SWITCHES, Family
-from .latent import expert_sizes, latent_sizes
-from .rotary import LAYER_TYPES, label, rope_spec
+from ..mechanisms.latent.checkpoint import latent_sizes
+from ..mechanisms.rotary.checkpoint import LAYER_TYPES, label, rope_spec
 
 UNBOUNDED = 2**31 - 1           # ALiBi's families name no longest text
 
 
 @dataclass(frozen=True)
-class Kind:
+class LayerKind:
     """What sets one layer's attention apart: its window (None: every earlier key) and its rotary
     positions (None: none, as in NoPE layers and ALiBi or learned-position families)."""
     window: int | None
@@ -52,13 +51,13 @@ class Config:
     eps: float
     activation: str        # "silu", "gelu", "gelu_tanh" or "gelu_bloom"
     inner: int             # the MLP's hidden width
-    kinds: tuple = ()      # one Kind per layer
-    softcap: float | None = None
+    kinds: tuple = ()      # one LayerKind per layer
+    parts: dict = field(default_factory=dict)   # what config.json says of each mechanism the family has (soft-capping's C …),
+    #                                             by the mechanism's name (tracer/mechanisms: each reads its own keys)
     scale: float | None = None        # the scores' divisor when it is not √head_dim
     embed_scale: float = 1.0
-    mla: dict | None = None           # DeepSeek: latent attention's sizes (latent.py)
-    experts: dict | None = None       # DeepSeek: the experts' counts and routing
-    moe: dict | None = None           # the experts' sizes and switches (experts.read_moe), if any
+    mla: dict | None = None           # DeepSeek: latent attention's sizes (mechanisms/latent/checkpoint.py)
+    moe: dict | None = None           # the experts' sizes and switches (the family's Experts.read), if any
 
 
 def read_config(folder: Path) -> Config:
@@ -107,18 +106,18 @@ def parse(data: dict, names=None) -> Config:
     if names is not None:
         _held(layers, names, fam, get.name("layers"))
     activation = get.word("activation", fam.activation, tuple(ACTIVATIONS))
-    gated = fam.gated() and not fam.experts
+    gated = fam.gated() and (fam.experts is None or fam.experts.dense_inner)
     extra = {}
     if fam.latent:
-        extra = dict(mla=latent_sizes(data, model_type), experts=expert_sizes(data, model_type))
+        extra = dict(mla=latent_sizes(data, model_type))
     return Config(model_type, fam, d_model, layers, heads, groups, head_dim,
                   get.positive("positions", UNBOUNDED), get.number("eps", 1e-6 if fam.norm == "rms" else 1e-5),
                   ACTIVATIONS[activation],
                   get.positive("inner") if gated else get.positive("inner", 4 * d_model),
                   kinds=tuple(_kinds(data, fam, layers, head_dim)),
-                  softcap=_positive(data, fam.softcap), scale=_positive(data, fam.scale, 256.0),
+                  parts=_parts(data, fam), scale=_scale(data, fam.scale),
                   embed_scale=math.sqrt(d_model) if fam.embed_scale else 1.0,
-                  moe=read_moe(data, fam.experts, layers) if fam.experts else None, **extra)
+                  moe=fam.experts.read(data, layers, model_type) if fam.experts else None, **extra)
 
 
 def _held(layers: int, names, fam: Family, key: str) -> None:
@@ -140,19 +139,20 @@ def _refuse(model_type: str, data: dict) -> None:
             raise ScenarioError(key, f"{str(value).lower()} is not supported; expected {str(not value).lower()}")
 
 
-def _positive(data: dict, key: str | None, default: float | None = None) -> float | None:
-    """A positive number from config.json (a cap, a scale), or None when the family has no such key."""
-    if key is None:
-        return None
-    value = data.get(key, default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < math.inf:
-        raise ScenarioError(key, f"expected a finite number > 0, got {kind(value)}")
-    return math.sqrt(value) if key == "query_pre_attn_scalar" else float(value)
+def _parts(data: dict, fam: Family) -> dict:
+    """Each mechanism's reading of config.json (what it sets in a traced layer: its `checkpoint`)."""
+    from ..mechanisms import MECHANISMS
+    said = {m.name: m.config(data, fam) for m in MECHANISMS.values()}
+    return {name: value for name, value in said.items() if value is not None}
 
 
-def _kinds(data: dict, fam: Family, layers: int, head_dim: int) -> list[Kind]:
+def _scale(data: dict, key: str | None) -> float | None:
+    """The scores' divisor from config.json (Gemma's query_pre_attn_scalar s: √s), or None."""
+    value = positive(data, key, 256.0)
+    return None if value is None else math.sqrt(value) if key == "query_pre_attn_scalar" else value
+
+
+def _kinds(data: dict, fam: Family, layers: int, head_dim: int) -> list[LayerKind]:
     """Each layer's window and rotary positions, from layer_types (and no_rope_layers) where
     config.json has them, else from the family's pattern."""
     rotates = [True] * layers
@@ -171,9 +171,9 @@ def _kinds(data: dict, fam: Family, layers: int, head_dim: int) -> list[Kind]:
         raise ScenarioError("sliding_window", f"expected a whole number ≥ 1 and at most {MAX_WINDOW} (layer_types "
                             f"has sliding layers), got {kind(window)}")
     if fam.position != "rotary":
-        return [Kind(window if t == "sliding_attention" else None, None) for t in types]
+        return [LayerKind(window if t == "sliding_attention" else None, None) for t in types]
     specs = {t: rope_spec(data, t, head_dim, fam.default_base, fam.local_base) for t in sorted(set(types))}
-    return [Kind(window if t == "sliding_attention" else None, specs[t] if rotates[i] else None)
+    return [LayerKind(window if t == "sliding_attention" else None, specs[t] if rotates[i] else None)
             for i, t in enumerate(types)]
 
 

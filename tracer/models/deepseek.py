@@ -1,5 +1,6 @@
-"""DeepSeek's blocks (V2, V3; Kimi K2 and Moonlight share V3's layout), run in float64 NumPy:
-multi-head latent attention and, after the first dense layers, routed and shared experts.
+"""DeepSeek's latent attention in a checkpoint (V2, V3; Kimi K2 and Moonlight share V3's layout):
+its tensors, its float64 NumPy forward (the earlier blocks run it through forward.run_block; the
+experts are deepseek_experts.py's), and the traced layer's [mla] arrays.
 
 Latent attention: the normed stream h gives c_kv = RMSNorm(h·W_DKV), a small latent per token,
 and k_pe = RoPE(h·W_KR), one rotary key shared by every head: the KV cache keeps only these two.
@@ -9,27 +10,23 @@ divided by √(nope + rope) and multiplied by yarn's mscale² when the config ha
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import numpy as np
 
-from .. import rope
 from ..errors import ScenarioError
-from .blocks import _mlp, _norm, _read_linear, check_shapes, prefix
+from ..mechanisms.rotary.rotation import rotate
 from .config import Config
-from .deepseek_router import route
-from .forward import mask, mlp, norm
-from .routed import apply_experts
+from .ops import mask, norm
+from .reading import linear, prefix
+from .reading import norm as norm_spec
 from .weights import Tensors
 
 
-def shapes(cfg: Config, pre: str, i: int, mlp_too: bool) -> dict[str, tuple]:
-    """The tensors block i reads (its experts only by their first: they are read one at a time)."""
+def attention_shapes(cfg: Config, p: str) -> dict[str, tuple]:
+    """The tensors of block `p`'s latent attention (p: the block's prefix, `model.layers.3.`)."""
     m, d, h = cfg.mla, cfg.d_model, cfg.heads
-    p = pre + cfg.family.block(i)
     a = p + "self_attn."
-    want = {p + "input_layernorm.weight": (d,), a + "kv_a_layernorm.weight": (m["kv_rank"],),
-            a + "kv_a_proj_with_mqa.weight": (m["kv_rank"] + m["rope"], d),
+    want = {a + "kv_a_layernorm.weight": (m["kv_rank"],), a + "kv_a_proj_with_mqa.weight": (m["kv_rank"] + m["rope"], d),
             a + "kv_b_proj.weight": (h * (m["nope"] + m["v"]), m["kv_rank"]), a + "o_proj.weight": (d, h * m["v"])}
     q_width = h * (m["nope"] + m["rope"])
     if m["q_rank"] is None:
@@ -37,30 +34,7 @@ def shapes(cfg: Config, pre: str, i: int, mlp_too: bool) -> dict[str, tuple]:
     else:
         want.update({a + "q_a_proj.weight": (m["q_rank"], d), a + "q_a_layernorm.weight": (m["q_rank"],),
                      a + "q_b_proj.weight": (q_width, m["q_rank"])})
-    if mlp_too:
-        want[p + "post_attention_layernorm.weight"] = (d,)
-        want.update(_mlp_shapes(cfg, p + "mlp.", i))
     return want
-
-
-def _mlp_shapes(cfg: Config, m: str, i: int) -> dict:
-    e, d = cfg.experts, cfg.d_model
-    gated = lambda at, width: {at + "gate_proj.weight": (width, d), at + "up_proj.weight": (width, d),  # noqa: E731
-                               at + "down_proj.weight": (d, width)}
-    if i < e["dense"]:
-        return gated(m, cfg.inner)
-    want = {m + "gate.weight": (e["experts"], d), **gated(m + "experts.0.", e["inner"])}
-    if e["scoring"] == "sigmoid":
-        want[m + "gate.e_score_correction_bias"] = (e["experts"],)
-    if e["shared"]:
-        want.update(gated(m + "shared_experts.", e["inner"] * e["shared"]))
-    return want
-
-
-def check_all(tensors: Tensors, cfg: Config, layer: int) -> None:
-    pre = prefix(tensors, cfg)
-    for i in range(layer + 1):
-        check_shapes(tensors, cfg, shapes(cfg, pre, i, i < layer))
 
 
 def read_attention(tensors: Tensors, cfg: Config, i: int) -> dict:
@@ -68,16 +42,16 @@ def read_attention(tensors: Tensors, cfg: Config, i: int) -> dict:
     pre = prefix(tensors, cfg)
     p = pre + cfg.family.block(i)
     a = p + "self_attn."
-    w = dict(norm_in=_norm(tensors, cfg, p + "input_layernorm"), kv_norm=_norm(tensors, cfg, a + "kv_a_layernorm"))
-    w["kv_a"], w["b_kv_a"] = _read_linear(tensors, cfg, a + "kv_a_proj_with_mqa")
-    w["kv_b"], _ = _read_linear(tensors, cfg, a + "kv_b_proj")
-    w["o"], w["bo"] = _read_linear(tensors, cfg, a + "o_proj")
+    w = dict(norm_in=norm_spec(tensors, cfg, p + "input_layernorm"), kv_norm=norm_spec(tensors, cfg, a + "kv_a_layernorm"))
+    w["kv_a"], w["b_kv_a"] = linear(tensors, cfg, a + "kv_a_proj_with_mqa")
+    w["kv_b"], _ = linear(tensors, cfg, a + "kv_b_proj")
+    w["o"], w["bo"] = linear(tensors, cfg, a + "o_proj")
     if cfg.mla["q_rank"] is None:
-        w["q"], w["bq"] = _read_linear(tensors, cfg, a + "q_proj")
+        w["q"], w["bq"] = linear(tensors, cfg, a + "q_proj")
     else:
-        w["q_a"], w["b_q_a"] = _read_linear(tensors, cfg, a + "q_a_proj")
-        w["q_norm"] = _norm(tensors, cfg, a + "q_a_layernorm")
-        w["q_b"], _ = _read_linear(tensors, cfg, a + "q_b_proj")
+        w["q_a"], w["b_q_a"] = linear(tensors, cfg, a + "q_a_proj")
+        w["q_norm"] = norm_spec(tensors, cfg, a + "q_a_layernorm")
+        w["q_b"], _ = linear(tensors, cfg, a + "q_b_proj")
     return w
 
 
@@ -85,27 +59,12 @@ def _lin(x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
     return x @ w if b is None else x @ w + b
 
 
-def turn(m: np.ndarray, spec: dict, style: str) -> np.ndarray:
-    """Rotary positions on the last axis (… × n × r): pairs (2i, 2i+1) when `interleaved` (the
-    order kept), else (i, i + r/2); yarn's attention factor multiplies the turned features."""
-    n, r = m.shape[-2:]
-    angle = rope.positions(spec, n)[:, None] * rope.frequencies(spec, r)[None, :]
-    f = rope.attention_factor(spec)
-    cos, sin = np.cos(angle) * f, np.sin(angle) * f
-    a, b = (m[..., 0::2], m[..., 1::2]) if style == "interleaved" else (m[..., : r // 2], m[..., r // 2:])
-    if style != "interleaved":
-        return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
-    out = np.empty_like(m)
-    out[..., 0::2], out[..., 1::2] = a * cos - b * sin, b * cos + a * sin
-    return out
-
-
 def latent_parts(h: np.ndarray, w: dict, cfg: Config, layer: int) -> dict:
     """Every intermediate of the layer's latent attention on the normed stream h (n × d_model):
     c_q (when queries are compressed), c_kv, k_pe, and per head (heads × n × …) q_nope, q_pe,
     k_nope, v, weights, z; and `out`, after W_O. The scores use the rebuilt keys."""
     m, heads, n = cfg.mla, cfg.heads, h.shape[0]
-    spec = cfg.kinds[layer].rope
+    spec = dict(cfg.kinds[layer].rope, style=m["style"])
     parts = {}
     if m["q_rank"] is None:
         q = _lin(h, w["q"], w.get("bq"))
@@ -115,8 +74,8 @@ def latent_parts(h: np.ndarray, w: dict, cfg: Config, layer: int) -> dict:
     q = q.reshape(n, heads, m["nope"] + m["rope"]).transpose(1, 0, 2)
     kv = _lin(h, w["kv_a"], w.get("b_kv_a"))
     parts["c_kv"] = norm(kv[:, : m["kv_rank"]], w["kv_norm"])
-    parts["k_pe"] = turn(kv[:, m["kv_rank"]:], spec, m["style"])
-    parts["q_nope"], parts["q_pe"] = q[..., : m["nope"]], turn(q[..., m["nope"]:], spec, m["style"])
+    parts["k_pe"] = rotate(kv[:, m["kv_rank"]:], spec)
+    parts["q_nope"], parts["q_pe"] = q[..., : m["nope"]], rotate(q[..., m["nope"]:], spec)
     up = (parts["c_kv"] @ w["kv_b"]).reshape(n, heads, m["nope"] + m["v"]).transpose(1, 0, 2)
     parts["k_nope"], parts["v"] = up[..., : m["nope"]], up[..., m["nope"]:]
     s = (np.einsum("hid,hjd->hij", parts["q_nope"], parts["k_nope"])
@@ -133,45 +92,6 @@ def scale(cfg: Config) -> float:
     """What the scores are multiplied by: 1/√(nope + rope), times yarn's mscale² (DeepSeek's)."""
     m = cfg.mla
     return m.get("mscale", 1.0) / math.sqrt(m["nope"] + m["rope"])
-
-
-def _gated(h: np.ndarray, weights: dict, cfg: Config) -> np.ndarray:
-    return mlp(h, SimpleNamespace(mlp=weights), cfg.activation)
-
-
-def _moe(h: np.ndarray, tensors: Tensors, cfg: Config, m: str) -> np.ndarray:
-    """The routed experts, each read when reached, plus the shared experts on every token."""
-    e = cfg.experts
-    bias = m + "gate.e_score_correction_bias"
-    weights, chosen = route(h, tensors[m + "gate.weight"], e, tensors[bias] if bias in tensors else None)
-
-    def read(k: int) -> dict:
-        at = f"{m}experts.{k}."
-        check_shapes(tensors, cfg, {at + x + "_proj.weight": s for x, s in
-                                    (("gate", (e["inner"], cfg.d_model)), ("up", (e["inner"], cfg.d_model)),
-                                     ("down", (cfg.d_model, e["inner"])))})
-        return _mlp(tensors, cfg, at)
-
-    out = apply_experts(h, weights, chosen, read, lambda rows, wts: _gated(rows, wts, cfg))
-    if e["shared"]:
-        out = out + _gated(h, _mlp(tensors, cfg, m + "shared_experts."), cfg)
-    return out
-
-
-def run_block(x: np.ndarray, tensors: Tensors, cfg: Config, i: int, seen: dict | None = None) -> np.ndarray:
-    """The residual stream after block i: x + latent attention, then + the MLP (dense in the first
-    `first_k_dense_replace` blocks, experts after). A dict `seen` receives the attention's weights
-    (heads × n × n) and its matrices (read_attention's), for the model view."""
-    w = read_attention(tensors, cfg, i)
-    parts = latent_parts(norm(x, w["norm_in"]), w, cfg, i)
-    if seen is not None:
-        seen.update(weights=parts["weights"], attention=w)
-    x = x + parts["out"]
-    p = prefix(tensors, cfg) + cfg.family.block(i)
-    h = norm(x, _norm(tensors, cfg, p + "post_attention_layernorm"))
-    if i < cfg.experts["dense"]:
-        return x + _gated(h, _mlp(tensors, cfg, p + "mlp."), cfg)
-    return x + _moe(h, tensors, cfg, p + "mlp.")
 
 
 def layer_arrays(tensors: Tensors, cfg: Config, layer: int) -> dict:

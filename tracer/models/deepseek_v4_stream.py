@@ -13,7 +13,7 @@ from ..mechanisms.hyper import connections as hc
 from ..readfile import CONFIG_BYTES, checkpoint_json
 from . import deepseek_v4_block as block
 from .experts import silu
-from .routed import apply_experts
+from .experts import mixture
 from .sparse_config import read_v4
 from .weights import Tensors
 
@@ -83,7 +83,7 @@ def _swiglu(h: np.ndarray, t: Tensors, at: str, limit: float) -> np.ndarray:
 def mlp(h: np.ndarray, t: Tensors, c, pre: str, i: int, ids: list[int]) -> np.ndarray:
     at, limit = f"{pre}layers.{i}.ffn.", c.router["limit"]
     weights, chosen = route(h, t, c, at, ids, c.mlp[i] == "hash_moe")
-    out = apply_experts(h, weights, chosen, lambda e: f"{at}experts.{e}.", lambda rows, a: _swiglu(rows, t, a, limit))
+    out = mixture(h, chosen, weights, lambda e, rows: _swiglu(rows, t, f"{at}experts.{e}.", limit))
     return out + _swiglu(h, t, at + "shared_experts.", limit)
 
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import rope
+from ..mechanisms.rotary import frequencies as rope
 from ..errors import ScenarioError
 from ..mechanisms.indexer import rotary, scores, topk
 from ..readfile import CONFIG_BYTES, checkpoint_json
-from .deepseek_router import route
+from .deepseek_experts import route
 from .experts import silu
-from .routed import apply_experts
+from .experts import mixture
 from .sparse_config import read_dsa
 from .weights import Tensors
 
@@ -129,8 +129,8 @@ def mlp(h: np.ndarray, t: Tensors, c, pre: str, i: int) -> np.ndarray:
     if c.mlp[i] == "dense":
         return _gated(h, t, at)
     bias = at + "gate.e_score_correction_bias"
-    weights, chosen = route(h, t[at + "gate.weight"], c.experts, t[bias] if bias in t else None)
-    out = apply_experts(h, weights, chosen, lambda e: f"{at}experts.{e}.", lambda rows, a: _gated(rows, t, a))
+    chosen, shares = route(h @ t[at + "gate.weight"].T, c.experts, t[bias] if bias in t else None)
+    out = mixture(h, chosen, shares, lambda e, rows: _gated(rows, t, f"{at}experts.{e}."))
     return out + _gated(h, t, at + "shared_experts.") if c.experts["shared"] else out
 
 

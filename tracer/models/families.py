@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from .deepseek_experts import DEEPSEEK
+from .experts import GPT_OSS, QWEN3_MOE, Experts
+
 LLAMA_KEYS = dict(d_model=("hidden_size",), heads=("num_attention_heads",), layers=("num_hidden_layers",),
                   groups=("num_key_value_heads",), head_dim=("head_dim",), inner=("intermediate_size",),
                   positions=("max_position_embeddings",), eps=("rms_norm_eps",), activation=("hidden_act",))
@@ -59,10 +62,11 @@ class Family:
     #                                     max_window_layers on, when use_sliding_window), "pattern" (all
     #                                     but every p-th), "nope" (the NoPE layers, when use_sliding_window)
     pattern: int = 0                    # p, when config.json's sliding_window_pattern does not say
-    latent: bool = False                # multi-head latent attention and DeepSeek's experts (deepseek.py)
-    experts: str | None = None          # a mixture of experts in the MLP: its router and experts'
-    #                                     style, "qwen3_moe" or "gpt_oss" (see experts.py)
+    latent: bool = False                # multi-head latent attention (deepseek.py)
+    experts: Experts | None = None      # a mixture of experts in the MLP, declared: its config keys,
+    #                                     router, tensors and expert (experts.py, deepseek_experts.py)
     sinks: bool = False                 # a learned sink logit per head joins each softmax (gpt-oss)
+    v_norm: bool = False                # a gainless RMS norm of each token's value (Gemma 4)
 
     def block(self, i: int) -> str:
         return f"{self.blocks}.{i}."
@@ -81,6 +85,8 @@ BLOOM_KEYS = dict(d_model=("hidden_size", "n_embed"), heads=("n_head", "num_atte
 OLD_BLOCK = dict(embed="word_embeddings", blocks="h", norm="layer", attention="self_attention",
                  qkv="query_key_value", o="dense", mlp=("dense_h_to_4h", "dense_4h_to_h"))
 
+LATENT = replace(LLAMA, keys={**LLAMA_KEYS, "head_dim": ("qk_rope_head_dim",)}, latent=True, experts=DEEPSEEK)
+
 FAMILIES: dict[str, Family] = {
     "gpt2": Family(keys=dict(d_model=("n_embd",), heads=("n_head",), layers=("n_layer",), inner=("n_inner",),
                              positions=("n_positions", "n_ctx"), eps=("layer_norm_epsilon",),
@@ -92,8 +98,8 @@ FAMILIES: dict[str, Family] = {
     "mistral": replace(LLAMA, sliding="all"),
     "qwen2": replace(LLAMA, sliding="from"),
     "qwen3": replace(LLAMA, qk_norm="head", sliding="from"),
-    "qwen3_moe": replace(LLAMA, qk_norm="head", sliding="from", experts="qwen3_moe"),
-    "gpt_oss": replace(LLAMA, sinks=True, experts="gpt_oss", sliding="pattern", pattern=2),
+    "qwen3_moe": replace(LLAMA, qk_norm="head", sliding="from", experts=QWEN3_MOE),
+    "gpt_oss": replace(LLAMA, sinks=True, experts=GPT_OSS, sliding="pattern", pattern=2),
     "smollm3": replace(LLAMA, nope="no_rope_layers", sliding="nope"),
     "gemma2": GEMMA,
     "gemma3_text": replace(GEMMA, qk_norm="head", softcap=None, pattern=6, default_base=1e6,   # its attention
@@ -108,11 +114,11 @@ FAMILIES: dict[str, Family] = {
                                layers=("num_hidden_layers", "n_layer"), inner=("ffn_hidden_size",),
                                positions=("max_position_embeddings",), activation=("activation",)),
                      activation="gelu", **OLD_BLOCK),   # its switches: see falcon() below
-    # DeepSeek: the rotary width is qk_rope_head_dim (the shared key's); sizes beyond the Llama
-    # family's (latent ranks, experts, routing) are read by latent.py
-    "deepseek_v2": replace(LLAMA, keys={**LLAMA_KEYS, "head_dim": ("qk_rope_head_dim",)}, latent=True),
-    "deepseek_v3": replace(LLAMA, keys={**LLAMA_KEYS, "head_dim": ("qk_rope_head_dim",)}, latent=True),
-    "kimi_k2": replace(LLAMA, keys={**LLAMA_KEYS, "head_dim": ("qk_rope_head_dim",)}, latent=True),  # V3's layout
+    # DeepSeek: the rotary width is qk_rope_head_dim (the shared key's); the latent ranks are read by
+    # mechanisms/latent/checkpoint.py, the experts' counts and routing by deepseek_experts.py
+    "deepseek_v2": LATENT,
+    "deepseek_v3": LATENT,
+    "kimi_k2": LATENT,   # V3's layout
 }
 
 

@@ -1,61 +1,26 @@
 """The earlier blocks of a model, run in float64 NumPy to give the residual stream entering the
-traced layer: each family's norms where it puts them, its attention with its own mechanisms
-(QK-norm, scaled rotary frequencies or none, soft-capping, ALiBi, windows), its MLP."""
+traced layer: one forward for every family (DeepSeek's included), each family's norms where it puts
+them, its attention with its own mechanisms (QK-norm, scaled rotary frequencies or none,
+soft-capping, ALiBi, sinks, windows; or latent attention), its MLP or its experts. One commented
+line per mechanism, each calling that mechanism's NumPy formula (tracer/mechanisms)."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from .. import rope
-from ..alibi import alibi_slopes
 from ..kernels.blas import one_thread
+from ..mechanisms import alibi, qk_norm, softcap, v_norm
+from ..mechanisms.rotary.rotation import rotate
+from ..mechanisms.sinks import powers
 from . import experts
 from .blocks import Block
-from .config import Config, Kind
+from .config import Config, LayerKind
+from .deepseek import latent_parts
+from .ops import mask, mlp, norm
 
 
-def norm(x: np.ndarray, spec: dict | None) -> np.ndarray:
-    """LayerNorm ((x − mean) ÷ √(var + eps) · gain + bias) or RMSNorm (x ÷ √(mean x² + eps) · gain);
-    x itself where the family has no norm (spec None)."""
-    if spec is None:
-        return x
-    if spec["kind"] == "layer":
-        x = x - x.mean(axis=-1, keepdims=True)
-    y = x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + spec["eps"]) * spec["gain"]
-    return y if spec.get("bias") is None else y + spec["bias"]
-
-
-def rotate(m: np.ndarray, spec: dict) -> np.ndarray:
-    """Rotary positions, `half` style: among the first r features (all, unless the spec says
-    fewer), the pair (i, i + r/2) of the token at position p turns by p·θ_i, θ after any scaling;
-    yarn's attention factor multiplies the turned features. m is … × n × d."""
-    n, d = m.shape[-2:]
-    r = rope.rotary_dims(spec, d)
-    angle = rope.positions(spec, n)[:, None] * rope.frequencies(spec, r)[None, :]
-    cos, sin = np.cos(angle) * rope.attention_factor(spec), np.sin(angle) * rope.attention_factor(spec)
-    first, second = m[..., : r // 2], m[..., r // 2: r]
-    return np.concatenate([first * cos - second * sin, second * cos + first * sin, m[..., r:]], axis=-1)
-
-
-def qk_norm(m: np.ndarray, gain: np.ndarray, eps: float, scope: str) -> np.ndarray:
-    """RMS norm of each head's rows (scope "head", gain over head_dim), or of each token's row of
-    every head side by side (scope "all", OLMo 2: gain over heads·head_dim). m is heads × n × d."""
-    if scope == "head":
-        return norm(m, dict(kind="rms", gain=gain, eps=eps))
-    heads, n, d = m.shape
-    flat = m.transpose(1, 0, 2).reshape(n, heads * d)
-    return norm(flat, dict(kind="rms", gain=gain, eps=eps)).reshape(n, heads, d).transpose(1, 0, 2)
-
-
-def mask(n: int, window: int | None) -> np.ndarray:
-    """True where key j is hidden from query i: later keys, and those W or more back."""
-    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
-    hidden = j > i
-    return hidden | (i - j >= window) if window is not None else hidden
-
-
-def attention(h: np.ndarray, blk: Block, cfg: Config, kind: Kind, seen: dict | None = None) -> np.ndarray:
+def attention(h: np.ndarray, blk: Block, cfg: Config, kind: LayerKind, seen: dict | None = None) -> np.ndarray:
     """Multi-head attention of the normed stream h (n × d_model), through W_O and its bias; the
     weights (heads × n × n) are left in `seen["weights"]` when a dict is given (the model view)."""
     q, k, v = _heads(h, blk, cfg, kind)
@@ -69,81 +34,64 @@ def attention(h: np.ndarray, blk: Block, cfg: Config, kind: Kind, seen: dict | N
     return out if blk.bo is None else out + blk.bo
 
 
-def _heads(h: np.ndarray, blk: Block, cfg: Config, kind: Kind) -> tuple:
+def _heads(h: np.ndarray, blk: Block, cfg: Config, kind: LayerKind) -> tuple:
     """q, k and v, heads (or groups) × n × head_dim: one product each for every head, then
     QK-norm and the rotation where the layer has them."""
     def split(w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
         m = h @ w if b is None else h @ w + b
         return m.reshape(h.shape[0], -1, cfg.head_dim).transpose(1, 0, 2)
     q, k, v = split(blk.q, blk.bq), split(blk.k, blk.bk), split(blk.v, blk.bv)
-    if blk.q_norm is not None:
-        q, k = (qk_norm(m, g, cfg.eps, cfg.family.qk_norm) for m, g in ((q, blk.q_norm), (k, blk.k_norm)))
-    if kind.rope is not None:
+    if "v_norm" in cfg.parts:                                        # the values' norm (no gain)
+        v = v_norm.rows(v, cfg.eps)
+    if blk.q_norm is not None:                                       # QK-norm
+        q, k = (qk_norm.rows(m, g, cfg.eps, cfg.family.qk_norm) for m, g in ((q, blk.q_norm), (k, blk.k_norm)))
+    if kind.rope is not None:                                        # rotary positions
         q, k = rotate(q, kind.rope), rotate(k, kind.rope)
     return q, k, v
 
 
-def weights(q: np.ndarray, k: np.ndarray, cfg: Config, kind: Kind, sinks: np.ndarray | None = None) -> np.ndarray:
+def weights(q: np.ndarray, k: np.ndarray, cfg: Config, kind: LayerKind, sinks: np.ndarray | None = None) -> np.ndarray:
     """Each head's attention weights: scaled scores, soft-capped, ALiBi's penalty, the mask, softmax
-    (with each head's sink logit as one more column, dropped after: the tokens' shares sum to 1 − sink)."""
+    (each head's sink logit one more key with no value: the tokens' shares sum to 1 − sink)."""
     n, position = q.shape[1], cfg.family.position
     s = np.einsum("hid,hjd->hij", q, k, optimize=True) / (cfg.scale or math.sqrt(q.shape[-1]))
-    if cfg.softcap is not None:
-        s = cfg.softcap * np.tanh(s / cfg.softcap)
-    if position.startswith("alibi"):
-        slopes = alibi_slopes(q.shape[0]) / (math.sqrt(q.shape[-1]) if position == "alibi_unscaled" else 1.0)
-        s = s - slopes[:, None, None] * (np.arange(n)[:, None] - np.arange(n)[None, :])
+    if "softcap" in cfg.parts:                                       # soft-capping
+        s = softcap.capped(s, cfg.parts["softcap"])
+    if position.startswith("alibi"):                                 # ALiBi (Falcon's: before ÷√d_k)
+        slopes = alibi.alibi_slopes(q.shape[0]) / (math.sqrt(q.shape[-1]) if position == "alibi_unscaled" else 1.0)
+        s = alibi.penalised(s, slopes)
     s[:, mask(n, kind.window)] = -np.inf
-    if sinks is not None:
-        s = np.concatenate([s, np.broadcast_to(sinks[:, None, None], (s.shape[0], n, 1))], axis=-1)
-    w = np.exp(s - s.max(axis=-1, keepdims=True))
-    w /= w.sum(axis=-1, keepdims=True)
-    return w if sinks is None else w[..., :n]
-
-
-def mlp(h: np.ndarray, blk: Block, activation: str) -> np.ndarray:
-    """Gated: down(act(gate h) ⊙ up h); plain: down(act(up h)); each with its bias if any."""
-    m = blk.mlp
-
-    def lin(x, w, b):
-        return x @ m[w] if m.get(b) is None else x @ m[w] + m[b]
-
-    u = lin(h, "gate" if "gate" in m else "up", "b_gate" if "gate" in m else "b_up")
-    if activation == "silu":
-        u = u * 0.5 * (1 + np.tanh(u / 2))             # u·sigmoid(u), without exp overflowing
-    elif activation in ("gelu_tanh", "gelu_bloom"):    # BLOOM writes √(2/π) as 0.79788456
-        c = 0.79788456 if activation == "gelu_bloom" else math.sqrt(2 / math.pi)
-        u = 0.5 * u * (1 + np.tanh(c * (u + 0.044715 * u ** 3)))
-    else:
-        from scipy.special import erf
-        u = 0.5 * u * (1 + erf(u / math.sqrt(2)))
-    if "gate" in m:
-        u = u * lin(h, "up", "b_up")
-    return lin(u, "down", "b_down")
+    sink = -np.inf if sinks is None else sinks[:, None, None]      # a sink (none: a key of weight 0)
+    e, own, _ = powers(s, sink)
+    return e / (e.sum(axis=-1, keepdims=True) + own)
 
 
 def moe(h: np.ndarray, blk: Block, cfg: Config) -> np.ndarray:
-    """A mixture of experts: the router's choice for each token, then the chosen experts, read and
-    run one at a time (gpt-oss: biases and the clamped SwiGLU; Qwen3-MoE: SiLU-gated, no biases)."""
-    logits = h @ blk.moe["router"] if blk.moe["b_router"] is None else h @ blk.moe["router"] + blk.moe["b_router"]
-    style = cfg.family.experts
-    chosen, shares = experts.route(logits, cfg.moe, style)
-
-    def expert(e: int, rows: np.ndarray) -> np.ndarray:
-        w = blk.moe["expert"](e)
-        if style == "gpt_oss":
-            u = experts.swiglu_clamped(rows @ w["gate_up"] + w["b_gate_up"], cfg.moe["alpha"], cfg.moe["limit"])
-            return u @ w["down"] + w["b_down"]
-        return (experts.silu(rows @ w["gate"]) * (rows @ w["up"])) @ w["down"]
-    return experts.mixture(h, chosen, shares, expert)
+    """A mixture of experts as the family declares it (experts.Experts): the router's choice for each
+    token, then the chosen experts, read and run one at a time, and the shared experts (DeepSeek's)
+    on every token."""
+    m, declared = blk.moe, cfg.family.experts
+    logits = h @ m["router"] if m["b_router"] is None else h @ m["router"] + m["b_router"]
+    chosen, shares = declared.route(logits, cfg.moe, m["bias"])
+    out = experts.mixture(h, chosen, shares, lambda e, rows: declared.run(rows, m["expert"](e), cfg))
+    return out if m["shared"] is None else out + mlp(h, m["shared"], cfg.activation)
 
 
 def run_block(x: np.ndarray, blk: Block, cfg: Config, layer: int, seen: dict | None = None) -> np.ndarray:
-    """The residual stream after block `layer`: x + attention, then + MLP, each between the norms
-    its family puts around it; Falcon adds both to the same x (side by side). `seen`: see attention."""
-    a = norm(attention(norm(x, blk.norm_in), blk, cfg, cfg.kinds[layer], seen), blk.out_norm)
+    """The residual stream after block `layer`: x + attention, then + MLP (or experts), each between
+    the norms its family puts around it; Falcon adds both to the same x (side by side). A dict
+    `seen` receives the attention's weights (heads × n × n), for the model view."""
+    h = norm(x, blk.norm_in)
+    if blk.latent is not None:                                       # multi-head latent attention (DeepSeek)
+        parts = latent_parts(h, blk.latent, cfg, layer)
+        a = parts["out"]
+        if seen is not None:
+            seen["weights"] = parts["weights"]
+    else:
+        a = attention(h, blk, cfg, cfg.kinds[layer], seen)
+    a = norm(a, blk.out_norm)
     if cfg.family.parallel:
-        return x + a + mlp(norm(x, blk.norm_mlp), blk, cfg.activation)
+        return x + a + mlp(norm(x, blk.norm_mlp), blk.mlp, cfg.activation)
     x = x + a
     h = norm(x, blk.norm_mlp)
-    return x + norm(moe(h, blk, cfg) if blk.moe else mlp(h, blk, cfg.activation), blk.mlp_out)
+    return x + norm(moe(h, blk, cfg) if blk.moe else mlp(h, blk.mlp, cfg.activation), blk.mlp_out)

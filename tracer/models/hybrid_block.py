@@ -10,11 +10,11 @@ import numpy as np
 from ..errors import ScenarioError
 from ..mechanisms.linear.gates import rms_norm, sigmoid, silu
 from . import hybrid_tensors as tensors
-from .deepseek_router import route
+from .deepseek_experts import route
 from .hybrid_attention import attention_layer
 from .hybrid_config import Hybrid
 from .hybrid_linear import linear_layer
-from .routed import apply_experts
+from .experts import mixture
 
 
 def embed(t, ids: list[int]) -> np.ndarray:
@@ -37,8 +37,8 @@ def mlp(h: np.ndarray, t, cfg: Hybrid, i: int) -> np.ndarray:
     if not cfg.sparse[i]:
         return gated_mlp(h, tensors.dense(t, at))
     r = tensors.router(t, at)
-    weights, chosen = route(h, r["gate"], cfg.moe, r["bias"])
-    out = apply_experts(h, weights, chosen, lambda e: tensors.expert(t, at, e), gated_mlp)
+    chosen, shares = route(h @ r["gate"].T, cfg.moe, r["bias"])
+    out = mixture(h, chosen, shares, lambda e, rows: gated_mlp(rows, tensors.expert(t, at, e)))
     if r["shared"] is not None:
         shared = gated_mlp(h, r["shared"])
         out = out + (shared if r["shared_gate"] is None else sigmoid(h @ r["shared_gate"]) * shared)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from ..checks import kind
 from ..errors import ScenarioError
 from ..mechanisms.linear.footprint import Footprint, footprint, kv_per_token, latent_per_token
-from .rotary import rope_spec
+from ..mechanisms.rotary.checkpoint import rope_spec
 
 
 @dataclass(frozen=True)

@@ -2,20 +2,20 @@
 text, the residual stream entering the layer (the earlier blocks run in NumPy) and its weights."""
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
 import numpy as np
 
 from .. import memory
-from ..alibi import alibi_slopes
 from ..checks import kind, unknown
 from ..errors import ScenarioError
+from ..mechanisms import MECHANISMS
 from . import deepseek
 from .blocks import block, check_all, embed, embed_norm
 from .config import Config, config_json, config_of, read_config
-from .forward import norm, run_block
+from .forward import run_block
+from .ops import norm
 from .hub import find_checkpoint
 from .tokens import encode
 from .weights import Tensors
@@ -50,7 +50,7 @@ def traced_layer(tensors, cfg: Config, ids: list[int], pieces: list[str], layer:
     """The arrays of layer `layer` on the tokens `ids` from a source of tensors (a folder's
     `Tensors`, or a model's state dict in memory): every tensor checked, then the stream entering
     the layer computed and the layer's weights read. `what` says where it came from."""
-    (deepseek.check_all if cfg.family.latent else check_all)(tensors, cfg, layer)
+    check_all(tensors, cfg, layer)
     x = _stream(tensors, cfg, ids, layer)
     arrays = deepseek.layer_arrays(tensors, cfg, layer) if cfg.family.latent else \
         mechanisms(block(tensors, cfg, layer, mlp=False), cfg, layer)
@@ -67,39 +67,23 @@ def traced_layer(tensors, cfg: Config, ids: list[int], pieces: list[str], layer:
 
 
 def _features(arrays: dict, shape: str) -> str:
-    """What sets this layer apart, in the words of its steps, for the scenario's description."""
+    """What sets this layer apart, in the words of its steps, for the scenario's description: its
+    kind, its norm and scale, then each mechanism's own words."""
     said = [f"; this layer is {shape}"] if shape else [""]
     if arrays.get("norm_in") is not None:
         said.append("norm_in is its own pre-attention norm")
-    if "mla" in arrays:
-        from ..mla import cache_per_token
-        m, heads = arrays["mla"], len(arrays["mla"]["up_v"])
-        rank, rope, d_v = m["down"].shape[1], m["rope_k"].shape[1], m["up_v"][0].shape[1]
-        sizes = cache_per_token(heads, d_v, 1, rank, rope)
-        said.append(f"its attention is latent: c_kv ({rank} numbers a token) and k_pe ({rope}) are all its KV cache "
-                    f"keeps, {sizes['MLA']} numbers a token where multi-head attention's keys and values would be "
-                    f"{sizes['MHA']}; each head's absorbed step reads its scores straight from them")
-    if "q_norm" in arrays:
-        said.append("q_norm and k_norm RMS-normalise " + ("each head's q and k" if arrays["qk_norm_scope"] == "head"
-                                                          else "q and k over all heads together"))
     if "defaults" in arrays:
         said.append(f"its scores are divided by {arrays['defaults']['scale']:g} rather than √d_k")
-    if "softcap" in arrays:
-        said.append(f"capped is {arrays['softcap']:g}·tanh(scaled ÷ {arrays['softcap']:g})")
-    if "alibi" in arrays:
-        said.append("biased subtracts each head's ALiBi slope times the distance to the key")
-    if "sinks" in arrays:
-        said.append("each head's sink logit joins its softmax (sink is its share; the tokens' weights sum to 1 − sink)")
-    if "out_norm" in arrays:
-        said.append("out_norm normalises the output before the residual adds it")
+    said += [words for words in (m.said(arrays) for m in MECHANISMS.values()) if words]
     return "; ".join(said) + "."
 
 
 def mechanisms(blk, cfg, layer: int) -> dict:
-    """The layer's weights and its family's mechanisms as `from_arrays` keywords: the norm before
-    the projections, QK-norm, rotary positions (scaled, or none), soft-capping, ALiBi, the window,
-    the scores' scale, the norm of the output; a key is left out where the layer has no such thing."""
+    """The layer's weights as `from_arrays` keywords: the projections, the norm before them, the
+    window and the scores' scale, then each mechanism its family has (its module's `checkpoint`:
+    QK-norm, rotary positions, soft-capping, ALiBi, sinks, the output's norm)."""
     kind_ = cfg.kinds[layer]
+
     def split(w: np.ndarray | None, count: int) -> list | None:
         """d × (count·head_dim) → count matrices d × head_dim (a bias: count vectors)."""
         if w is None:
@@ -109,24 +93,12 @@ def mechanisms(blk, cfg, layer: int) -> dict:
         return list(np.ascontiguousarray(w.reshape(w.shape[0], count, -1).transpose(1, 0, 2)))
     h, g = cfg.heads, cfg.groups
     out = dict(q=split(blk.q, h), k=split(blk.k, g), v=split(blk.v, g), o=blk.o, bq=split(blk.bq, h),
-               bk=split(blk.bk, g), bv=split(blk.bv, g), bo=blk.bo, norm_in=blk.norm_in, residual=dict(norm="none"), layout="rows",
-               rope=kind_.rope, mask="causal" if kind_.window is None else f"sliding:{kind_.window}")
-    if blk.q_norm is not None:
-        each = cfg.family.qk_norm == "head"
-        out.update(q_norm=np.tile(blk.q_norm, (cfg.heads, 1)) if each else blk.q_norm.reshape(cfg.heads, -1),
-                   k_norm=np.tile(blk.k_norm, (cfg.groups, 1)) if each else blk.k_norm.reshape(cfg.groups, -1),
-                   qk_norm_eps=cfg.eps, qk_norm_scope=cfg.family.qk_norm)
-    if cfg.softcap is not None:
-        out["softcap"] = cfg.softcap
-    if cfg.family.position.startswith("alibi"):   # Falcon adds them before ÷√d_k: smaller by that
-        unscaled = cfg.family.position == "alibi_unscaled"
-        out["alibi"] = alibi_slopes(cfg.heads) / (math.sqrt(cfg.head_dim) if unscaled else 1.0)
-    if blk.out_norm is not None:
-        out["out_norm"] = dict(kind="rms", gain=blk.out_norm["gain"], eps=blk.out_norm["eps"])
+               bk=split(blk.bk, g), bv=split(blk.bv, g), bo=blk.bo, norm_in=blk.norm_in, residual=dict(norm="none"),
+               layout="rows", mask="causal" if kind_.window is None else f"sliding:{kind_.window}")
+    for m in MECHANISMS.values():
+        out.update(m.checkpoint(blk, cfg, layer))
     if cfg.scale is not None:
         out["defaults"] = {"scale": cfg.scale}
-    if blk.sinks is not None:
-        out["sinks"] = blk.sinks
     always = ("bq", "bk", "bv", "bo", "rope", "norm_in")
     return {key: value for key, value in out.items() if value is not None or key in always}
 
@@ -144,8 +116,7 @@ def _stream(tensors: Tensors, cfg: Config, ids: list[int], layer: int) -> np.nda
     with tensors.reusing():  # one block read at a time into the same buffers, let go once applied
         for i in range(layer):
             with np.errstate(all="ignore"):
-                x = deepseek.run_block(x, tensors, cfg, i) if cfg.family.latent else \
-                    run_block(x, block(tensors, cfg, i), cfg, i)
+                x = run_block(x, block(tensors, cfg, i), cfg, i)
             if not np.isfinite(x).all():
                 raise ScenarioError(f"block {i}", "leaves float64's range (the residual stream after it holds inf "
                                     "or NaN); expected weights whose outputs stay finite", str(tensors.folder))
@@ -180,13 +151,12 @@ def keep_heads(arrays: dict, heads) -> dict:
     rows = [r for h in heads for r in range(h * width, (h + 1) * width)]
     out = dict(arrays, q=[arrays["q"][h] for h in heads], k=[arrays["k"][g] for g in pick],
                v=[arrays["v"][g] for g in pick], o=arrays["o"][rows])
-    for key, kept in (("bq", heads), ("bk", pick), ("bv", pick), ("q_norm", heads), ("k_norm", pick),
-                      ("alibi", heads), ("sinks", heads)):
+    per = {"bq": "head", "bk": "group", "bv": "group"}   # and each mechanism's own (QK-norm's gains, slopes, sinks)
+    per.update({key: scope for m in MECHANISMS.values() for key, scope in m.per_head.items()})
+    for key, scope in per.items():
         if arrays.get(key) is not None:
-            out[key] = [arrays[key][i] for i in kept]
-    for key in ("alibi", "sinks"):
-        if key in out:
-            out[key] = np.array(out[key])
+            chosen = [arrays[key][i] for i in (heads if scope == "head" else pick)]
+            out[key] = np.array(chosen) if isinstance(arrays[key], np.ndarray) else chosen
     out["title"] += f" (heads {', '.join(map(str, heads))})"
     return out
 

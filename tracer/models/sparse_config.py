@@ -10,8 +10,9 @@ from types import SimpleNamespace
 
 from ..checks import kind
 from ..errors import ScenarioError
-from .latent import expert_sizes, latent_sizes
-from .rotary import rope_spec
+from ..mechanisms.latent.checkpoint import latent_sizes
+from .deepseek_experts import expert_sizes
+from ..mechanisms.rotary.checkpoint import rope_spec
 
 V4_KINDS = ("sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention")
 V4_RATIO_KIND = {0: V4_KINDS[0], 4: V4_KINDS[1], 128: V4_KINDS[2]}   # legacy compress_ratios
@@ -90,7 +91,7 @@ def read_dsa(data: dict) -> SimpleNamespace:
     dense = min(whole(data, "first_k_dense_replace", 0, low=0), layers)
     mlp = _per_layer(data, "mlp_layer_types", ("dense", "sparse"), layers,
                      ["dense"] * dense + ["sparse"] * (layers - dense))
-    experts = expert_sizes(data, "deepseek_v3")
+    experts = expert_sizes(data, layers, "deepseek_v3")
     return SimpleNamespace(model_type=model_type, d_model=whole(data, "hidden_size"),
                            heads=whole(data, "num_attention_heads"), layers=layers,
                            inner=whole(data, "intermediate_size"), eps=real(data, "rms_norm_eps", 1e-6), mla=mla, index=index, mlp=mlp, experts=experts,

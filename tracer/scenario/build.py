@@ -10,21 +10,24 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import score_bias
+from .. import mechanisms
 from ..anyarray import numpy_tree
-from ..checks import Shapes, choice, kind, labels, matrix, per_head, text, unknown
+from ..checks import Shapes, choice, kind, labels, matrix, per_head, text, unknown, vectors
 from ..errors import ScenarioError, as_text, one_line
+from ..mechanisms.latent import reader as latent
+from ..mechanisms.rotary import reader as rotary
 from . import generated as rnd
-from . import latent, mechanisms, parts, rotary
+from . import parts
 from .arrays import with_arrays
 from .core import Scenario
 from .files import read_toml, resolve_path
 from ..masks import read_mask
 
-TOP_KEYS = ("name", "title", "description", "layout", "tokens", "arithmetic", "mask", "x",
-            "weights", "residual", "random", "defaults", "features", "rope", "context", "context_tokens",
-            "norm_in", "model", "decode", "value_features", "softcap", "alibi", "out_norm", "mla", "score_bias")
-WEIGHT_KEYS = ("q", "k", "v", "v_down", "v_up", "o", "bq", "bk", "bv", "bo", "q_norm", "k_norm", "norm_eps", "norm_scope", "sinks")
+# the layer's own keys, then each mechanism's (tracer/mechanisms, in the registry's order)
+TOP_KEYS = ("name", "title", "description", "layout", "tokens", "arithmetic", "mask", "x", "weights", "residual",
+            "random", "defaults", "features", "context", "context_tokens", "norm_in", "model", "decode",
+            "value_features", *mechanisms.top_keys())
+WEIGHT_KEYS = ("q", "k", "v", "v_down", "v_up", "o", "bq", "bk", "bv", "bo", *mechanisms.weight_keys())
 
 
 def load_scenario(spec, model: dict | None = None) -> Scenario:
@@ -126,19 +129,12 @@ def build(data: dict, default_name: str = "scenario", source: str | None = None)
 
 
 def _mechanisms(scenario: Scenario, data: dict) -> None:
-    """QK-norm, soft-capping, ALiBi, the output's norm and sinks, once the sizes are known."""
+    """Each mechanism read by its own module, once the sizes are known; then what the layer's
+    [decode] and [defaults] cannot run beside them."""
     from ..arithmetic import resolve
-    from ..sinks import refuse_relu
-
-    for key, value in mechanisms.qk_norm(data["weights"], scenario.heads, scenario.groups, scenario.d_k).items():
-        setattr(scenario, key, value)
-    scenario.softcap = mechanisms.softcap(data.get("softcap"))
-    scenario.alibi = mechanisms.alibi(data.get("alibi"), scenario.heads, scenario.context is not None)
-    scenario.out_norm = mechanisms.out_norm(data.get("out_norm"), scenario.d_out)
-    scenario.sinks = mechanisms.sinks(data["weights"].get("sinks"), scenario.heads)
-    scenario.score_bias = score_bias.read(data.get("score_bias"), scenario.heads, scenario.n, scenario.m, scenario.layout)
-    mechanisms.refuse_with_decode(scenario)
-    refuse_relu(scenario, resolve(scenario.preset, scenario.defaults).normalize, "defaults.normalize")
+    mechanisms.read(scenario, data)
+    mechanisms.refuse_decode(scenario)
+    mechanisms.refuse_arithmetic(scenario, resolve(scenario.preset, scenario.defaults).normalize, "defaults.normalize")
 
 
 def _file_name(stem: str) -> str:
@@ -211,7 +207,7 @@ def _weights(weights, shapes, layout: str, cross: bool) -> dict:
         shapes.check("weights.o", w_o.shape, ("heads·d_v", "d_out"))
         w["w_o"] = w_o if layout == "rows" else w_o.T
         if "bo" in weights:
-            w["b_o"] = parts.vectors(weights["bo"], "weights.bo", 1, w["w_o"].shape[1])
+            w["b_o"] = vectors(weights["bo"], "weights.bo", 1, w["w_o"].shape[1])
     elif "bo" in weights:
         raise ScenarioError("weights.bo", "expected an output projection o for its bias")
     return w
@@ -224,7 +220,7 @@ def _biases(weights, heads: int, groups: int, w: dict, v_is_k: bool) -> dict:
         if key in weights:
             if key == "bv" and v_is_k:
                 raise ScenarioError("weights.bv", "expected no bv when v = \"k\" (the values take the keys' bias)")
-            out["b_" + key[1]] = parts.vectors(weights[key], f"weights.{key}", count, width)
+            out["b_" + key[1]] = vectors(weights[key], f"weights.{key}", count, width)
     if v_is_k and "b_k" in out:
         out["b_v"] = out["b_k"]
     return out
@@ -237,23 +233,25 @@ def from_arrays(x, q=None, k=None, v=None, o=None, *, layout: str = "rows", mask
                 features=None, decode: int | None = None, value_features=None, q_norm=None, k_norm=None,
                 qk_norm_eps: float | None = None, qk_norm_scope: str | None = None, softcap: float | None = None,
                 alibi=None, out_norm: dict | None = None, defaults: dict | None = None, sinks=None,
-                mla: dict | None = None, score_bias=None) -> Scenario:
+                mla: dict | None = None, score_bias=None, v_norm: bool | None = None) -> Scenario:
     """A scenario from your own matrices (e.g. weights taken from a real model): the same
     layouts, shapes and checks as a scenario file; q may be one matrix or one per head, k and v one
     per head or one per group (grouped-query), v = "k" reuses the keys; biases and QK-norm's gains
     are vectors (one, or one per head); alibi is True or the slopes; sinks one logit per head;
     defaults are arithmetic keys; mla: [mla]'s keys (then q, k and v are None: the heads' matrices
     are mla's); score_bias: an additive mask, one query × key matrix or one per head, −inf hiding a key. Arrays may be NumPy arrays, PyTorch tensors or anything with __array__ or __dlpack__."""
+    given = locals()   # the keywords as they were passed (the parameters, nothing else yet)
     data = {"name": name, "title": title, "description": description, "layout": layout, "x": x,
             "arithmetic": arithmetic,
             "weights": {key: val for key, val in dict(q=q, k=k, v=v, o=o, v_down=v_down, v_up=v_up,
-                                                      bq=bq, bk=bk, bv=bv, bo=bo, q_norm=q_norm, k_norm=k_norm,
-                                                      norm_eps=qk_norm_eps, norm_scope=qk_norm_scope, sinks=sinks).items()
-                        if val is not None}}
-    optional = dict(tokens=tokens, residual=residual, rope=rope, context=context, context_tokens=context_tokens,
+                                                      bq=bq, bk=bk, bv=bv, bo=bo).items() if val is not None}}
+    optional = dict(tokens=tokens, residual=residual, context=context, context_tokens=context_tokens,
                     norm_in=norm_in, features=features, decode=None if decode is None else {"prompt": decode},
-                    mask=mask, value_features=value_features, softcap=softcap, alibi=alibi, out_norm=out_norm,
-                    defaults=defaults, mla=mla, score_bias=score_bias)
+                    mask=mask, value_features=value_features, defaults=defaults)
     data.update({key: val for key, val in optional.items() if val is not None})
+    for keyword, place in mechanisms.arguments().items():   # each mechanism's keywords, where its file puts them
+        if given[keyword] is not None:
+            section, _, key = place.rpartition(".")
+            (data[section] if section else data)[key] = given[keyword]
     data = {key: numpy_tree(val, key) for key, val in data.items()}   # tensors as they are given
     return build(data, default_name=name if isinstance(name, str) else "mine")

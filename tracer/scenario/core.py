@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import mechanisms
 from ..errors import as_text
-from ..rope import freeze
 from ..steps.base import Dims
 
 
@@ -61,10 +61,11 @@ class Scenario:
     sinks: np.ndarray | None = None       # one sink logit per head: it joins each query's softmax (gpt-oss)
     out_norm: dict | None = None          # {"kind": "rms", "gain": 1 × d_out, "eps"}: a norm of the attention's
     #                                       output before the residual (residual = x + out_norm)
-    mla: dict | None = None               # multi-head latent attention's shared parts (scenario/latent.py): rank,
+    mla: dict | None = None               # multi-head latent attention's shared parts (mechanisms/latent): rank,
     #                                       rope, nope, q_rank, w_dkv, w_kr, w_dq, kv_norm, q_norm, eps; then w_q is
     #                                       [W_UQ | W_QR], w_k is W_UK and w_v is W_UV (both read the latent c_kv)
-    score_bias: np.ndarray | None = None  # heads × query × key, added to the scaled scores; −∞ masks (score_bias.py)
+    v_norm: float | None = None           # a gainless RMS norm of the values: its eps (mechanisms/v_norm.py)
+    score_bias: np.ndarray | None = None  # heads × query × key, added to the scaled scores; −∞ masks (mechanisms/score_bias.py)
 
     def __repr__(self) -> str:
         from ..notebook import scenario_repr
@@ -117,29 +118,20 @@ class Scenario:
         arrays = {"x": self.x, "weights.q": self.w_q, "weights.k": self.w_k, "weights.v": self.w_v,
                   "weights.v_down": self.w_v_down, "weights.v_up": self.w_v_up, "weights.o": self.w_o,
                   "weights.bq": self.b_q, "weights.bk": self.b_k, "weights.bv": self.b_v, "weights.bo": self.b_o,
-                  "context": self.context, "weights.q_norm": self.q_norm, "weights.k_norm": self.k_norm,
-                  "alibi": self.alibi, "weights.sinks": self.sinks, "out_norm.gain": (self.out_norm or {}).get("gain"),
-                  **{f"mla.{k}": a for k, a in self._latent_arrays().items()}}
+                  "context": self.context, **mechanisms.arrays(self)}
         return {name: float(max(a.max(), -a.min())) for name, a in arrays.items() if a is not None and a.size}
 
     @functools.cached_property
     def exact(self) -> bool:
         """Whether every input is a small fraction as typed, so that rational arithmetic gives
         exact results (a worksheet); random and learned weights are not."""
-        from ..numbers import exact_values
+        from ..printing import exact_values
         if self.random is not None:
             return False
         norm = self.norm_in or {}
         return exact_values(self.x, self.w_q, self.w_k, self.w_v, self.w_v_down, self.w_v_up, self.w_o,
                             self.b_q, self.b_k, self.b_v, self.b_o, self.context, norm.get("gain"), norm.get("bias"),
-                            self.q_norm, self.k_norm, self.alibi, self.sinks, (self.out_norm or {}).get("gain"),
-                            *self._latent_arrays().values())
-
-    def _latent_arrays(self) -> dict:
-        """[mla]'s shared arrays by key (the heads' are w_q, w_k and w_v)."""
-        m = self.mla or {}
-        return {key: m[name] for key, name in (("down", "w_dkv"), ("rope_k", "w_kr"), ("q_down", "w_dq"),
-                                               ("kv_norm", "kv_norm"), ("q_norm", "q_norm")) if m.get(name) is not None}
+                            *mechanisms.arrays(self).values())
 
     def dims(self) -> Dims:
         """The sizes and switches a plan (and so a memory estimate) depends on (computed once:
@@ -153,21 +145,16 @@ class Scenario:
         return Dims(n=self.n, d_model=self.d_model, heads=self.heads, d_k=self.d_k, d_v=self.d_v,
                     d_out=self.d_out, rank=self.rank or 0, output=self.w_o is not None,
                     residual=None if self.residual is None else self.residual["norm"],
-                    m=self.m, groups=self.groups, rope_spec=freeze(self.rope) if self.rope else (),
-                    d_context=None if self.context is None else self.context.shape[1],
+                    m=self.m, groups=self.groups, d_context=None if self.context is None else self.context.shape[1],
                     norm_in=self.norm_in is not None, prompt=self.decode,
                     norm_kind=self.norm_in["kind"] if self.norm_in else "layer", v_is_k=self.v_is_k,
                     biases=frozenset(k for k, b in (("q", self.b_q), ("k", self.b_k), ("v", self.b_v),
                                                     ("o", self.b_o)) if b is not None),
-                    qk_norm=None if self.q_norm is None else self.qk_norm_scope, softcap=self.softcap,
-                    alibi=self.alibi is not None, out_norm=self.out_norm is not None, sinks=self.sinks is not None,
-                    mla=() if self.mla is None else (self.mla["rank"], self.mla["rope"], self.mla["nope"],
-                                                     self.mla["q_rank"] or 0, self.mla["kv_norm"] is not None,
-                                                     self.mla["q_norm"] is not None),
-                    score_bias=self.score_bias is not None)
+                    parts=mechanisms.dims(self))
 
     def describe(self) -> dict:
-        """What the exports write about the scenario."""
+        """What the exports write about the scenario: its shape, the mechanisms told with it (its
+        positions), its inputs, then the other mechanisms (each in its module's words)."""
         mask = self.mask if isinstance(self.mask, str) else "explicit"
         out = dict(name=self.name, title=self.title, description=self.description,
                    tokens=list(self.tokens), layout=self.layout, heads=self.heads, n=self.n,
@@ -177,35 +164,19 @@ class Scenario:
             out["rank"] = self.rank
         if self.groups != self.heads:
             out["groups"] = self.groups
-        if self.rope is not None:
-            out["rope"] = dict(self.rope)
+        early, late = mechanisms.described(self)
+        out.update(early)
         if self.context is not None:
             out.update(m=self.m, context_tokens=list(self.context_tokens))
         if self.decode is not None:
             out["decode"] = {"prompt": self.decode}
         if self.norm_in is not None:
             out["norm_in"] = {"kind": self.norm_in["kind"], "eps": self.norm_in["eps"]}
-        if self.q_norm is not None:
-            out["qk_norm"] = {"eps": self.qk_norm_eps, "scope": self.qk_norm_scope}
-        if self.softcap is not None:
-            out["softcap"] = self.softcap
-        if self.alibi is not None:
-            out["alibi"] = [float(m) for m in self.alibi]
-        if self.sinks is not None:
-            out["sinks"] = [float(s) for s in self.sinks]
-        if self.score_bias is not None:   # an additive mask: given, per head (its numbers are the trace's input)
-            out["score_bias"] = True
-        if self.out_norm is not None:
-            out["out_norm"] = {"kind": self.out_norm["kind"], "eps": self.out_norm["eps"]}
-        if self.mla is not None:
-            m = self.mla
-            out["mla"] = dict(rank=m["rank"], rope=m["rope"], nope=m["nope"], q_rank=m["q_rank"],
-                              kv_norm=m["kv_norm"] is not None, q_norm=m["q_norm"] is not None, eps=m["eps"],
-                              cache_per_token=self.cache_per_token())
+        out.update(late)
         return out
 
     def cache_per_token(self) -> dict[str, int]:
         """Numbers one token adds to this layer's KV cache, as it is and under MHA, GQA and MQA of
-        the same heads and head width (tracer/mla.py)."""
-        from ..mla import cache_sizes
+        the same heads and head width (mechanisms/latent)."""
+        from ..mechanisms.latent.compute import cache_sizes
         return cache_sizes(self)

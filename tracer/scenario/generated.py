@@ -54,7 +54,7 @@ def run_bytes(d, itemsize: int) -> int:
     """Peak bytes of a run's intermediates (d: Dims, or the dict of `dims`): the whole trace when it
     is small enough to be kept whole, else the few heads a lazy trace holds at once."""
     from ..arithmetic import resolve
-    from ..plans import cells
+    from ..plan.cache import cells
     if isinstance(d, dict):
         d = Dims(n=d["n"], d_model=d["d_model"], heads=d["heads"], d_k=d["d_k"], d_v=d["d_v"],
                  d_out=d["d_out"] or d["heads"] * d["d_v"], rank=d.get("rank", 0), output=bool(d["d_out"]))

@@ -1,31 +1,14 @@
 """The optional parts of a layer, each read and checked on its own: biases, the pre-attention norm,
-the context of cross-attention, the residual connection (rotary positions: rotary.py; the
-mechanisms of today's checkpoints: mechanisms.py)."""
+the context of cross-attention, the residual connection (the mechanisms of today's checkpoints,
+rotary positions among them: tracer/mechanisms)."""
 from __future__ import annotations
 
 import numpy as np
 
-from ..checks import choice, kind, labels, matrix, number, unknown
+from ..checks import choice, kind, labels, matrix, number, unknown, vectors
 from ..errors import ScenarioError
 
 NORM_KEYS = ("kind", "gain", "bias", "eps")
-
-
-def vectors(value, name: str, count: int, width: int, size: str = "") -> np.ndarray:
-    """One bias vector for all `count` heads, or a list of one per head: count × width (`size`:
-    the width's name, for the message)."""
-    if isinstance(value, np.ndarray) and value.ndim == 1:
-        value = value[None, :]
-    if isinstance(value, (list, tuple)) and value and not isinstance(value[0], (list, tuple, np.ndarray)):
-        value = [value]
-    rows = matrix(value, name)
-    if rows.shape[1] != width:
-        raise ScenarioError(name, f"expected vectors of {width} numbers{f' ({size})' if size else ''}, got {rows.shape[1]}")
-    if rows.shape[0] == 1:
-        return np.repeat(rows, count, axis=0)
-    if rows.shape[0] != count:
-        raise ScenarioError(name, f"expected one vector for all heads or {count} (one per head), got {rows.shape[0]}")
-    return rows
 
 
 def norm_in(value, d_model: int) -> dict | None:

@@ -30,32 +30,38 @@ class Dims:
     residual: str | None = None   # None, "none" (R = X + O only) or "layer" (then a norm)
     m: int | None = None          # keys (the context's tokens under cross-attention); None: n
     groups: int | None = None     # key/value heads (grouped-query when fewer than heads); None: heads
-    rope_spec: tuple = ()         # rotary positions on q and k: rope.freeze of the scenario's spec
     d_context: int | None = None  # the context's width under cross-attention
     norm_in: bool = False         # a norm before the projections (a real model's layer)
     norm_kind: str = "layer"      # its kind: "layer" or "rms"
     biases: frozenset = frozenset()   # which projections add a bias: "q", "k", "v", "o"
     v_is_k: bool = False          # the values are the keys
     prompt: int | None = None     # [decode]: tokens processed at once before decoding one at a time
-    qk_norm: str | None = None    # QK-norm's scope ("head" or "all"), None without it
-    softcap: float | None = None  # the scores' cap C
-    alibi: bool = False           # a linear penalty on each key's distance (ALiBi)
-    out_norm: bool = False        # a norm of the attention's output before the residual
-    sinks: bool = False           # a sink logit per head joins each query's softmax (gpt-oss)
-    mla: tuple = ()               # multi-head latent attention: (rank, rope, nope, q_rank or 0, kv_norm, q_norm)
-    score_bias: bool = False      # an additive mask M added to the scaled scores (tracer/score_bias.py)
+    parts: tuple = ()             # the mechanisms of today's checkpoints the layer has, in the registry's
+    #                               order: ((name, what a plan depends on of it), …) (tracer/mechanisms)
+
+    def of(self, name: str):
+        """What a plan depends on of mechanism `name` (QK-norm's scope, the cap C …), None without it."""
+        return next((value for key, value in self.parts if key == name), None)
 
     @property
     def rope(self) -> dict | None:
-        from ..rope import thaw
-        return thaw(self.rope_spec) if self.rope_spec else None
+        """The rotary positions' spec, None without them."""
+        from ..mechanisms.rotary.frequencies import thaw
+        spec = self.of("rotary")
+        return None if spec is None else thaw(spec)
+
+    @property
+    def latent(self) -> tuple:
+        """Latent attention's sizes: (rank, rope, nope, q_rank or 0, kv_norm, q_norm); () without it."""
+        return self.of("latent") or ()
 
     @property
     def pairs(self) -> int:
         """Rotated pairs of features per head (partial rotary: fewer than d_k/2)."""
-        if self.mla:
-            return self.mla[1] // 2
-        return (self.rope.get("dims") or self.d_k) // 2 if self.rope_spec else 0
+        if self.latent:
+            return self.latent[1] // 2
+        rope = self.rope
+        return (rope.get("dims") or self.d_k) // 2 if rope is not None else 0
 
     @property
     def keys(self) -> int:
@@ -67,11 +73,10 @@ class Dims:
 
     @property
     def textbook(self) -> bool:
-        """The 2017 layer: no biases, groups, rotations, norms, context, shared keys or mechanisms
-        of today's checkpoints."""
-        return not (self.grouped or self.rope_spec or self.norm_in or self.v_is_k or self.d_context
-                    or self.biases - {"o"} or self.qk_norm or self.softcap or self.alibi or self.out_norm
-                    or self.sinks or self.mla or self.score_bias)
+        """The 2017 layer: no biases, groups, norms, context, shared keys or mechanisms of today's
+        checkpoints (rotary positions among them)."""
+        return not (self.grouped or self.norm_in or self.v_is_k or self.d_context or self.biases - {"o"}
+                    or self.parts)
 
     @property
     def grouped(self) -> bool:
@@ -96,6 +101,8 @@ class Kind:
                                                  # (`blk_max` is the `max` of `h0.blk2.max`)
     chain: str | None = None                     # the quantity it is a stage of ("query": q, q_norm, q_rot;
                                                  # "logits": scores … masked): a reader takes its latest stage
+    tip: str = ""                                # what to do with the inputs, in words: the TUI's hint for a
+                                                 # wrong answer (never an example: no value can leak)
 
     @property
     def word(self) -> str:
@@ -132,7 +139,7 @@ class Context:
 
     @property
     def masked(self) -> bool:
-        return not (isinstance(self.mask, str) and self.mask == "none") or self.dims.score_bias
+        return not (isinstance(self.mask, str) and self.mask == "none") or self.dims.of("score_bias") is not None
 
     @property
     def cross(self) -> bool:
@@ -154,7 +161,7 @@ class Context:
 
     def kv_source(self) -> str:
         """What keys and values are projected from: the context, the latent (MLA), or the queries' source."""
-        return "context" if self.cross else "c_kv" if self.dims.mla else self.source()
+        return "context" if self.cross else "c_kv" if self.dims.latent else self.source()
 
     def last(self, head: int | None, *kinds: str) -> str:
         """The first of `kinds` present, as an id: what a step reads when earlier steps are optional."""

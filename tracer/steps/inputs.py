@@ -7,6 +7,7 @@ from ..ids import parse
 from .base import Kind, register
 from .cell import whole_row
 
+PRODUCTS = "multiply each pair of numbers, then add the products"   # a projection's hint
 _W = {"q": ("W_Q", "Q", "b_Q"), "k": ("W_K", "K", "b_K"), "v_down": ("W_V↓", "V↓", ""), "v": ("W_V", "V", "b_V")}
 
 
@@ -29,7 +30,7 @@ def _project_formula(kind: str):
     def formula(ctx) -> str:
         w, name, b = _W[kind]
         src = {"x": "X", "norm_in": "N", "context": "C", "c_kv": "C_KV"}[ctx.source() if kind == "q" else ctx.kv_source()]
-        if kind == "v" and ctx.dims.mla:
+        if kind == "v" and ctx.dims.latent:
             return "V = W_UV·C_KV   (rebuilt from the cached latent)" if ctx.columns else \
                 "V = C_KV·W_UV   (rebuilt from the cached latent)"
         if kind == "v" and ctx.dims.rank:
@@ -78,7 +79,7 @@ def _kv_axes(width: str):
 def _projection(kind: str, title: str, axes, scope: str, why: str, **extra) -> Kind:
     source = (lambda ctx, h: [ctx.source()]) if kind == "q" else (lambda ctx, h: [ctx.kv_source()])
     return register(Kind(kind, title, axes, scope, why, _project_formula(kind), _project_explain(kind),
-                         _project_sources, inputs=extra.pop("inputs", source), **extra))
+                         _project_sources, inputs=extra.pop("inputs", source), tip=PRODUCTS, **extra))
 
 
 register(Kind(
@@ -122,17 +123,17 @@ register(Kind(
 
 _projection("q", "Queries", ("token", "d_k"), "head",
             "A query is what a token is looking for. It is the token's features passed through W_Q, "
-            "a matrix the model learns.", chain="query", present=lambda ctx: not ctx.dims.mla)
+            "a matrix the model learns.", chain="query", present=lambda ctx: not ctx.dims.latent)
 _projection("k", "Keys", _kv_axes("d_k"), "kv",
             "A key is what a token offers to be found by. Queries are compared with keys; a separate "
             "matrix W_K lets 'what I look for' differ from 'what I am'.", chain="key",
-            present=lambda ctx: not ctx.dims.mla)
+            present=lambda ctx: not ctx.dims.latent)
 _projection("v_down", "Values, down-projected", _kv_axes("rank"), "kv",
             "A low-rank value map first squeezes each token into a few numbers (W_V↓), then spreads "
             "them back out (W_V↑): far fewer parameters than a full W_V.",
             present=lambda ctx: ctx.dims.rank > 0)
 _projection("v", "Values", _kv_axes("d_v"), "kv",
             "A value is what a token hands over once it is attended to. The output mixes values, not "
-            "the raw inputs.",
+            "the raw inputs.", chain="value",
             inputs=lambda ctx, h: ([ctx.sid("v_down", h)] if ctx.dims.rank else
                                    [ctx.sid("k", h)] if ctx.dims.v_is_k else [ctx.kv_source()]))

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ..ids import parse, step_id
-from ..numbers import divisor
+from ..printing import divisor
 from .base import Kind, register
 from .cell import MAX_TERMS
 from .softmax import _base
@@ -43,8 +43,7 @@ def _inputs(*kinds: str):
         got = []
         for kind in kinds:
             if kind in ("q", "k", "v"):
-                got.append(ctx.latest(h, {"q": "query", "k": "key"}[kind], "blk_scores") if kind != "v"
-                           else ctx.sid("v", h))
+                got.append(ctx.latest(h, {"q": "query", "k": "key", "v": "value"}[kind], "blk_scores"))
             elif kind.startswith("prev."):
                 got += [step_id(kind[5:], h, block=j - 1)] if j > 0 else []
             else:

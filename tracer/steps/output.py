@@ -6,6 +6,7 @@ from ..ids import parse
 from . import online
 from .base import Kind, register
 from .cell import whole_row
+from .inputs import PRODUCTS
 
 
 def _z_explain(cell) -> str:
@@ -32,7 +33,9 @@ register(Kind(
     "takes in what the tokens it attends to carry.",
     formula=lambda ctx: "Z = acc ÷ sums (last block)" if ctx.arithmetic.online else "Z = V·A" if ctx.columns else "Z = A·V",
     explain=_z_explain, sources=_z_sources,
-    inputs=lambda ctx, h: online.z_inputs(ctx, h) if ctx.arithmetic.online else [ctx.sid("weights", h), ctx.sid("v", h)]))
+    inputs=lambda ctx, h: (online.z_inputs(ctx, h) if ctx.arithmetic.online
+                           else [ctx.sid("weights", h), ctx.latest(h, "value", "z")]),
+    tip="multiply each value by its weight, then add the products"))
 
 
 def _head_of(cell) -> tuple[int, int]:
@@ -59,7 +62,7 @@ register(Kind(
     present=lambda ctx: ctx.dims.heads > 1, width=lambda d: d.heads * d.d_v))
 
 
-def _last_head_output(ctx) -> str:
+def last_head_output(ctx) -> str:
     return ctx.sid("concat") if ctx.has("concat") else ctx.sid("z", 0)
 
 
@@ -80,13 +83,14 @@ register(Kind(
     "W_O mixes the joined heads back into one vector per token, of the width the next layer expects.",
     formula=_out_formula, explain=_out_explain,
     sources=lambda cell: whole_row(cell.step.inputs[0], cell.i, cell.rows(cell.step.inputs[0]).shape[1]),
-    inputs=lambda ctx, h: [_last_head_output(ctx)], present=lambda ctx: ctx.dims.output, chain="output"))
+    inputs=lambda ctx, h: [last_head_output(ctx)], present=lambda ctx: ctx.dims.output, chain="output",
+    tip=PRODUCTS))
 
 
 def _attention_output(ctx) -> str:
     """What the residual adds to x: the latest stage of the layer's output (out, its norm), or the
     heads' outputs as they are."""
-    return ctx.latest(None, "output", "residual") or _last_head_output(ctx)
+    return ctx.latest(None, "output", "residual") or last_head_output(ctx)
 
 
 def _residual_explain(cell) -> str:

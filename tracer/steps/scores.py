@@ -40,7 +40,7 @@ def _scores_sources(cell) -> dict:
 
 
 def _scores_inputs(ctx, h) -> list[str]:
-    if ctx.dims.mla:   # latent attention (latent.py): content, then position
+    if ctx.dims.latent:   # latent attention (mechanisms/latent): content, then position
         return [ctx.sid("q_nope", h), ctx.sid("k_nope", h), ctx.sid("q_pe", h), "k_pe"]
     return [ctx.latest(h, "query", "scores"), ctx.latest(h, "key", "scores")]
 
@@ -54,10 +54,10 @@ register(Kind(
     "Each score is the dot product of one query with one key: large when they point the same "
     "way, a similarity. Every query is compared with every key.",
     formula=lambda ctx: (("S = K_NOPEᵀ·Q_NOPE + K_PEᵀ·Q_PE" if ctx.columns else "S = Q_NOPE·K_NOPEᵀ + Q_PE·K_PEᵀ")
-                         if ctx.dims.mla else "S = Kᵀ·Q" if ctx.columns else "S = Q·Kᵀ"),
+                         if ctx.dims.latent else "S = Kᵀ·Q" if ctx.columns else "S = Q·Kᵀ"),
     explain=_scores_explain, sources=_scores_sources,
-    inputs=_scores_inputs, present=standard,
-    chain="logits"))
+    inputs=_scores_inputs, present=standard, chain="logits",
+    tip="multiply the query and the key number by number, then add the products (with a latent, both parts)"))
 
 
 def _scaled_formula(ctx) -> str:
@@ -89,12 +89,13 @@ register(Kind(
     "arithmetic (scale = floor) divides by √d_k rounded and keeps the whole part, ⌊s ÷ round(√d_k)⌋, "
     "so that every number stays a whole number.",
     formula=_scaled_formula, explain=_scaled_explain, sources=_same_cell,
-    inputs=lambda ctx, h: [ctx.sid("scores", h)], present=standard, chain="logits"))
+    inputs=lambda ctx, h: [ctx.sid("scores", h)], present=standard, chain="logits",
+    tip="divide the score by the scale; with ⌊ ⌋, round down to the whole number at or below"))
 
 
 def _masked_explain(cell) -> str:
-    if cell.scenario.score_bias is not None:   # an additive mask (tracer/score_bias.py)
-        from ..score_bias import explain
+    if cell.scenario.score_bias is not None:   # an additive mask (mechanisms/score_bias.py)
+        from ..mechanisms.score_bias import explain
         return explain(cell)
     s = cell.rows(cell.step.inputs[0])[cell.i, cell.j]
     query, key = cell.token(cell.i), cell.key_token(cell.j)
@@ -108,13 +109,13 @@ _MASK_FORMULA = {"causal": "S, with −∞ where the key comes after the query (
                  "matrix": "S, with −∞ where the mask forbids the key"}
 
 def _masked_formula(ctx) -> str:
-    if ctx.dims.score_bias:   # an additive mask (tracer/score_bias.py)
-        from ..score_bias import formula
+    if ctx.dims.of("score_bias") is not None:   # an additive mask (mechanisms/score_bias.py)
+        from ..mechanisms.score_bias import formula
         return formula(ctx)
     mask = ctx.mask if isinstance(ctx.mask, str) else "matrix"
     if mask.startswith("streaming:"):
-        sinks, width = mask.split(":")[1:]
-        first = "first key" if sinks == "1" else f"first {sinks} keys"
+        kept, width = mask.split(":")[1:]   # StreamingLLM's first tokens kept, then a window
+        first = "first key" if kept == "1" else f"first {kept} keys"
         return f"S, with −∞ except on the {first} and the last {width} (streaming)"
     if mask.startswith("sliding:"):
         return f"S, with −∞ outside the window of the last {mask.partition(':')[2]} keys (sliding)"
@@ -128,4 +129,4 @@ register(Kind(
     formula=_masked_formula,
     explain=_masked_explain, sources=_same_cell,
     inputs=lambda ctx, h: [ctx.latest(h, "logits", "masked")], present=lambda ctx: ctx.masked and standard(ctx),
-    chain="logits"))
+    chain="logits", tip="a key the query may see keeps its scaled score; a hidden key becomes minus infinity"))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from ..numbers import divisor
+from ..printing import divisor
 from .base import Kind, register
 from .scores import standard
 
@@ -20,7 +20,7 @@ def _exp_formula(ctx) -> str:
     base = _base(ctx.arithmetic)
     if not ctx.arithmetic.stable:
         return f"{base}^s"
-    if ctx.dims.sinks:   # gpt-oss subtracts the largest of the scores and the sink's logit
+    if ctx.dims.of("sinks") is not None:   # gpt-oss subtracts the largest of the scores and the sink's logit
         return f"{base}^(s − max)   (max: the largest of each query's scores and the head's sink logit)"
     return f"{base}^(s − max)   (each query's max subtracted)"
 
@@ -49,10 +49,11 @@ _SINK_POWER = (" The head's sink has a power too (base^sink), which has no colum
 
 register(Kind(
     "exp", "Powers", ("query", "key"), "head",
-    lambda ctx: _EXP_WHY + (_SINK_POWER if ctx.dims.sinks else ""),
+    lambda ctx: _EXP_WHY + (_SINK_POWER if ctx.dims.of("sinks") is not None else ""),
     formula=_exp_formula, explain=_exp_explain,
     sources=lambda cell: {cell.step.inputs[0]: [(cell.i, cell.j)]},
-    inputs=lambda ctx, h: [ctx.latest(h, "logits", "exp")], present=_softmax))
+    inputs=lambda ctx, h: [ctx.latest(h, "logits", "exp")], present=_softmax,
+    tip="a power: the base times itself that many times; a negative power is one over the power"))
 
 
 def _sums_explain(cell) -> str:
@@ -62,7 +63,7 @@ def _sums_explain(cell) -> str:
     row = f"{' + '.join(cell.f(v) for v in e[:MAX_TERMS])}{more}"
     if cell.scenario.sinks is None:
         return f"= {row} = {cell.fa(cell.value)}"
-    from .sinks import sink_power_text   # the sink's power, which h{h}.exp has no column for
+    from ..mechanisms.sinks import sink_power_text   # the sink's power, which h{h}.exp has no column for
     power, own = sink_power_text(cell)
     return (f"= {row} + {cell.f(own)} = {cell.fa(cell.value)}   (the {cell.sid('exp')} "
             f"{'column' if cell.trace.columns else 'row'}, plus the sink's power {power} = {cell.f(own)}, "
@@ -71,11 +72,11 @@ def _sums_explain(cell) -> str:
 
 def _sums_formula(ctx) -> str:
     line = "Σ of each column of powers" if ctx.columns else "Σ of each row of powers"
-    return line + " + the sink's power" if ctx.dims.sinks else line
+    return line + " + the sink's power" if ctx.dims.of("sinks") is not None else line
 
 
 def _sums_why(ctx) -> str:
-    if ctx.dims.sinks:
+    if ctx.dims.of("sinks") is not None:
         return ("Each query's powers are added up, and the head's sink's power with them: dividing by this "
                 "sum gives the tokens' weights, which add up to 1 − the sink's share (the sink takes the rest).")
     return "Each query's powers are added up; dividing by this sum makes its weights add up to 1."
@@ -86,7 +87,8 @@ register(Kind(
     formula=_sums_formula,
     explain=_sums_explain,
     sources=lambda cell: {cell.step.inputs[0]: [(cell.i, m) for m in range(cell.rows(cell.step.inputs[0]).shape[1])]},
-    inputs=lambda ctx, h: [ctx.sid("exp", h)], present=_softmax))
+    inputs=lambda ctx, h: [ctx.sid("exp", h)], present=_softmax,
+    tip="add up this query's powers; put fractions over one common denominator first"))
 
 
 def _weights_explain(cell) -> str:
@@ -107,7 +109,7 @@ def _weights_sources(cell) -> dict:
 
 
 def _weights_why(ctx) -> str:
-    if ctx.dims.sinks and _softmax(ctx):
+    if ctx.dims.of("sinks") is not None and _softmax(ctx):
         return ("How much each query attends to each key: the powers divided by their sum, which holds the "
                 "sink's power too, so each query's weights add up to 1 − the sink's share (the sink step): "
                 "the part of its attention that goes to no token.")
@@ -120,4 +122,5 @@ register(Kind(
     formula=lambda ctx: "A = powers ÷ sums" if ctx.arithmetic.normalize == "softmax" else "A = max(0, s)",
     explain=_weights_explain, sources=_weights_sources,
     inputs=lambda ctx, h: ([ctx.sid("exp", h), ctx.sid("sums", h)] if _softmax(ctx)
-                           else [ctx.latest(h, "logits", "weights")]), present=standard))
+                           else [ctx.latest(h, "logits", "weights")]), present=standard,
+    tip="divide the power by its query's sum; dividing by a fraction is multiplying by its inverse"))

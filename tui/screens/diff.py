@@ -13,7 +13,7 @@ from textual.widgets import Static
 
 from tracer.ids import step_id as make_id
 from tracer.labels import keys_text, step_labels, top_keys
-from tracer.numbers import fractions_for, tolerance
+from tracer.printing import fractions_for, tolerance
 
 from ..widgets.fit import KeyBar
 from ..widgets.matrix import MatrixView

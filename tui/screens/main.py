@@ -9,8 +9,8 @@ from textual.screen import Screen
 
 import tracer
 from tracer.labels import axis_title, step_labels
-from tracer.notes import notes
-from tracer.numbers import fractions_for, tolerance
+from tracer.step_notes import notes
+from tracer.printing import fractions_for, tolerance
 
 from ..commands import StepCommands
 from ..messages import Compiling, GoTo
@@ -160,7 +160,7 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
                 summary(trace.arithmetic, trace.scenario.d_k))
 
     def written_fractions(self) -> bool:
-        """Fractions on screen: asked for (f) and exact here (tracer.numbers.fractions_for)."""
+        """Fractions on screen: asked for (f) and exact here (tracer.printing.fractions_for)."""
         return self.fractions and fractions_for(self.trace)
 
     def _tol(self) -> float:

@@ -12,7 +12,7 @@ import numpy as np
 from rich.color import Color
 from rich.style import Style
 
-from tracer.numbers import as_fraction, fmt, table_writer
+from tracer.printing import as_fraction, fmt, table_writer
 
 LEVELS = 12          # colour steps: enough to read, few enough to cache every style
 EXACT = 1024         # matrices up to this many cells are measured cell by cell
@@ -27,7 +27,7 @@ KEPT = 48            # scales remembered (a step of every head and its sources, 
 
 def text(value: float, fractions: bool, integral: bool, tol: float) -> str:
     """One cell's text: 27/46, 0.5870, −∞, 12, as show, explain, md and pictures write it
-    (tracer.numbers.fmt: one rule of significant digits everywhere)."""
+    (tracer.printing.fmt: one rule of significant digits everywhere)."""
     return fmt(value, fractions, tol=tol)
 
 
@@ -136,7 +136,7 @@ def measure_ahead(arrays, fractions: bool, tol: float = 1e-15) -> None:
 def _mostly_fractions(sample: np.ndarray, tol: float) -> bool:
     """Whether a matrix is written in fractions: most of its non-whole values are small fractions
     (denominators as typed, up to 1000; once it is, each cell is written as a fraction up to
-    tracer.numbers.RESULT_DENOMINATOR, by-hand's 6561/7381). Per matrix, not per cell: random
+    tracer.printing.RESULT_DENOMINATOR, by-hand's 6561/7381). Per matrix, not per cell: random
     float32 data lands near some p/q about once in a hundred, and the search costs ~30 µs a cell,
     so noise is never searched cell by cell."""
     parts = [float(v) for v in sample if v != round(v)]

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from tracer.ids import parse, step_id
-from tracer.numbers import fmt, fractions_for, tolerance
+from tracer.printing import fmt, fractions_for, tolerance
 
 ROWS, COLS = 10, 16   # queries and keys drawn at most (the matrix view shows the rest)
 

@@ -10,7 +10,7 @@ from textual.geometry import Region
 from textual.message import Message
 from textual.widgets import Static
 
-from tracer.given import factor
+from tracer.given_inputs import factor
 
 from ..session import axis_labels, head_steps, step_labels
 from .matrix import MatrixView

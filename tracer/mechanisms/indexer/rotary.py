@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import rope
+from ..rotary import frequencies as rope
 
 
 def angles(spec: dict, positions, r: int) -> np.ndarray:

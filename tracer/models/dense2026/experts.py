@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..deepseek_router import route
+from ..deepseek_experts import route
 from .common import Weights, activation, gated
 
 
@@ -66,7 +66,7 @@ def sigmoid_routed(w: Weights, at: str, h: np.ndarray, routing: dict, act) -> np
     minimax = at + "block_sparse_moe.gate.weight" in w
     m = at + ("block_sparse_moe." if minimax else "mlp.")
     bias = w.get(m + ("e_score_correction_bias" if minimax else "gate.e_score_correction_bias"))
-    shares, chosen = route(h, w[m + "gate.weight"], routing, bias)
+    chosen, shares = route(h @ w[m + "gate.weight"].T, routing, bias)
 
     def expert(e: int, rows: np.ndarray) -> np.ndarray:
         x = f"{m}experts.{e}."

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import rope
+from ...mechanisms.rotary import frequencies as rope
 from ...errors import ScenarioError
-from ..rotary import rope_spec
+from ...mechanisms.rotary.checkpoint import rope_spec
 
 WRAPPERS = {"gemma4": "gemma4_text", "llama4": "llama4_text", "mistral3": "mistral4"}
 

@@ -1,0 +1,136 @@
+"""The projections of the layer, before any score: queries, keys and values (biases, groups,
+QK-norm, rotary positions included), for one head with the stage kernels or for many heads at once
+on numba's threads (the fused path). What is computed is returned by id; recording is the trace's."""
+from __future__ import annotations
+
+import numpy as np
+
+from .ids import step_id
+from .kernels import matmul, pool
+from .mechanisms import v_norm
+from .mechanisms.qk_norm import normed_all, normed_one
+from .mechanisms.rotary.rotation import rotate, rotate_one
+from .steps.base import latest_stage
+
+def latest(arrays: dict, chain: str) -> str:
+    """The kind of the last stage of `chain` among `arrays`' kinds (q_rot, else q_norm, else q)."""
+    return latest_stage(arrays, chain)
+
+
+def textbook(sc) -> bool:
+    """A 2017 layer (its projections need none of today's parts)."""
+    return sc.dims().textbook
+
+
+def _heads(w, heads: list[int], dtype) -> np.ndarray:
+    """The selected heads' weight matrices as one C-contiguous array (a view when possible)."""
+    sel = w if len(heads) == w.shape[0] else w[heads[0]:heads[-1] + 1]
+    return np.ascontiguousarray(sel, dtype=dtype)
+
+
+def projections(run, heads: list[int]):
+    """q, k, v (each heads × n × d) for consecutive heads `heads` (the rotated ones, under RoPE;
+    each head's group's, under grouped-query), and the other arrays to record, by id."""
+    sc, dt, x = run.scenario, run.dtype, run.x
+    if not textbook(sc):
+        return _batched(run, heads)
+    q, k = matmul(x, _heads(sc.w_q, heads, dt)), matmul(x, _heads(sc.w_k, heads, dt))
+    if sc.w_v_down is None:
+        return q, k, matmul(x, _heads(sc.w_v, heads, dt)), {}
+    v_down = matmul(x, _heads(sc.w_v_down, heads, dt))
+    v = np.matmul(v_down, _heads(sc.w_v_up, heads, dt), out=pool.empty((len(heads), sc.n, sc.d_v), dt))
+    return q, k, v, {step_id("v_down", h): v_down[i] for i, h in enumerate(heads)}
+
+
+def _batched(run, heads: list[int]):
+    """projections() for the parts of today's layers (biases, groups, RoPE, a norm first): every
+    head's queries in one product, every group's keys and values once."""
+    sc, dt, extra = run.scenario, run.dtype, {}
+    ids = [run.plan_ids(h) for h in heads]
+    q = matmul(run.held(run.step(ids[0]["q"]).inputs[0]), _heads(sc.w_q, heads, dt))
+    if sc.b_q is not None:
+        q += sc.b_q[heads[0]:heads[-1] + 1, None, :].astype(dt)
+    if sc.q_norm is not None:
+        extra.update({i["q"]: q[n] for n, i in enumerate(ids)})
+        q = normed_all(run, "q", heads, q)
+    per = sc.heads // sc.groups
+    groups = list(range(heads[0] // per, heads[-1] // per + 1))
+    kv = _group_kv(run, groups, ids[0], per)
+    for g, got in zip(groups, kv):
+        extra.update({run.plan_ids(g * per)[kind]: a for kind, a in got.items()})
+    if sc.rope is not None:
+        extra.update({i["q" if sc.q_norm is None else "q_norm"]: q[n] for n, i in enumerate(ids)})
+        q = rotate(q, sc.rope, dt)
+    # the fused kernels read group h·G/H for head h: whole groups are passed as they are
+    aligned = heads[0] % per == 0 and len(heads) % per == 0
+    pick = range(len(groups)) if aligned else [h // per - groups[0] for h in heads]
+    k = np.stack([kv[g][latest(kv[g], "key")] for g in pick])
+    v = np.stack([kv[g][latest(kv[g], "value")] for g in pick])
+    return q, k, v, extra
+
+
+def _group_kv(run, groups: list[int], first_ids: dict, per: int) -> list[dict]:
+    """Each group's keys and values (and rotated keys), reused when a trace already holds them."""
+    sc, dt = run.scenario, run.dtype
+    held = [run.plan_ids(g * per) for g in groups]
+    if all(run.held(i["k"]) is not None for i in held):
+        return [{kind: run.held(i[kind]) for kind in KV_KINDS if kind in i} for i in held]
+    src = run.held(run.step(first_ids["k"]).inputs[0])
+    k = matmul(src, _heads(sc.w_k, groups, dt))
+    if sc.b_k is not None:
+        k += sc.b_k[groups[0]:groups[-1] + 1, None, :].astype(dt)
+    if sc.v_is_k:
+        v, v_down = k, None
+    elif sc.w_v_down is not None:
+        v_down = matmul(src, _heads(sc.w_v_down, groups, dt))
+        v = np.matmul(v_down, _heads(sc.w_v_up, groups, dt))
+    else:
+        v, v_down = matmul(src, _heads(sc.w_v, groups, dt)), None
+        if sc.b_v is not None:
+            v += sc.b_v[groups[0]:groups[-1] + 1, None, :].astype(dt)
+    normed_v = v_norm.normed(run, groups, v) if sc.v_norm is not None else None   # the values' norm
+    k_norm = normed_all(run, "k", groups, k) if sc.k_norm is not None else None
+    k_rot = rotate(k if k_norm is None else k_norm, sc.rope, dt) if sc.rope is not None else None
+    out = []
+    for n in range(len(groups)):
+        got = {"k": k[n], "v": v[n]}
+        for kind, a in (("v_down", v_down), ("v_norm", normed_v), ("k_norm", k_norm), ("k_rot", k_rot)):
+            if a is not None:
+                got[kind] = a[n]
+        out.append(got)
+    return out
+
+
+KV_KINDS = ("k", "v", "k_norm", "k_rot", "v_down", "v_norm")   # what a query head reads of its group
+
+
+def project_one(K, src, w, b, dt):
+    y = K.project(src, np.ascontiguousarray(w, dtype=dt))
+    return y if b is None else K.add_row(y, np.ascontiguousarray(b[None, :], dtype=dt))
+
+
+def key_values(run, h: int, K) -> dict:
+    """The keys and values query head h reads, by kind: its group's, computed once (held arrays
+    are reused) — under grouped-query attention several heads share them."""
+    sc, dt, plan = run.scenario, run.dtype, run.plan_ids(h)
+    if run.held(plan["k"]) is not None:
+        return {kind: run.held(sid) for kind, sid in plan.items() if kind in KV_KINDS}
+    g = h // (sc.heads // sc.groups)
+    src = run.held(run.step(plan["k"]).inputs[0])
+    got = {"k": project_one(K, src, sc.w_k[g], None if sc.b_k is None else sc.b_k[g], dt)}
+    if sc.v_is_k:
+        got["v"] = got["k"]
+    elif sc.w_v_down is not None:
+        got["v_down"] = K.project(src, np.ascontiguousarray(sc.w_v_down[g], dtype=dt))
+        got["v"] = K.project(got["v_down"], np.ascontiguousarray(sc.w_v_up[g], dtype=dt))
+    else:
+        got["v"] = project_one(K, src, sc.w_v[g], None if sc.b_v is None else sc.b_v[g], dt)
+    if sc.v_norm is not None:                                       # the values' norm
+        got["v_norm"] = v_norm.normed(run, [g], got["v"], K)
+    if sc.k_norm is not None:
+        got["k_norm"] = normed_one(K, run, "k", g, got["k"])
+    if sc.rope is not None:
+        got["k_rot"] = rotate_one(K, sc.rope, got[latest(got, "key")], dt)
+    return got
+
+
