@@ -54,22 +54,8 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, description="Step through scaled dot-product self-attention.", epilog=INDEX_HELP)
-    p.add_argument("--version", action="version", version=f"{PROG} {_version()}")
-    sub = p.add_subparsers(dest="verb", parser_class=_Parser)
-    t = sub.add_parser("tui", help="open the terminal UI (the default)")
-    t.add_argument("scenario", nargs="?", help=SCENARIO_HELP + " (default by_hand)")
-    _run_options(t)
-    _model_options(t)
-    z = sub.add_parser("quiz", help="the terminal UI with the computed cells hidden, to be typed in")
-    z.add_argument("scenario", nargs="?", help=SCENARIO_HELP + " (default by_hand)")
-    z.add_argument("--step", action="append", metavar="ID", help="a step to ask (repeatable; default every computed step)")
-    z.add_argument("--save", metavar="FILE", help="save the answers to FILE as they are typed; the same FILE again "
-                   "resumes them (attnsim class grade marks it)")
-    _run_options(z)
-    _model_options(z)
-    sub.add_parser("list", help="the built-in scenarios")
+def _output_parsers(sub) -> None:
+    """show and export: the verbs that print or write a trace."""
     s = sub.add_parser("show", help="print steps as plain-text tables", epilog=INDEX_HELP)
     s.add_argument("scenario", nargs="?", help=SCENARIO_HELP)
     s.add_argument("--step", action="append", metavar="ID", help=STEP_HELP)
@@ -91,6 +77,25 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--blank", action="store_true", help="md or worksheet: leave computed cells empty")
     _run_options(e)
     _model_options(e)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description="Step through scaled dot-product self-attention.", epilog=INDEX_HELP)
+    p.add_argument("--version", action="version", version=f"{PROG} {_version()}")
+    sub = p.add_subparsers(dest="verb", parser_class=_Parser)
+    t = sub.add_parser("tui", help="open the terminal UI (the default)")
+    t.add_argument("scenario", nargs="?", help=SCENARIO_HELP + " (default by_hand)")
+    _run_options(t)
+    _model_options(t)
+    z = sub.add_parser("quiz", help="the terminal UI with the computed cells hidden, to be typed in")
+    z.add_argument("scenario", nargs="?", help=SCENARIO_HELP + " (default by_hand)")
+    z.add_argument("--step", action="append", metavar="ID", help="a step to ask (repeatable; default every computed step)")
+    z.add_argument("--save", metavar="FILE", help="save the answers to FILE as they are typed; the same FILE again "
+                   "resumes them (attnsim class grade marks it)")
+    _run_options(z)
+    _model_options(z)
+    sub.add_parser("list", help="the built-in scenarios")
+    _output_parsers(sub)
     d = sub.add_parser("diff", help="compare two arithmetics step by step")
     d.add_argument("scenario", nargs="?", help=SCENARIO_HELP)
     d.add_argument("--a", default="exact", metavar="PRESET", help="the first arithmetic preset (default exact)")
