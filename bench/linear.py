@@ -124,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         write_checkpoint(Path(tmp))
         theirs = fresh_probe("bench.linear", "transformers", tmp)
         ours = {keep: fresh_probe("bench.linear", "attnsim", tmp, keep) for keep in ("all", "implicit", "o", "kernel")}
-        a, b = np.load(Path(tmp) / "attnsim-o.npy"), np.load(Path(tmp) / "transformers.npy")
+        a = np.load(Path(tmp) / "attnsim-o.npy", allow_pickle=False)
+        b = np.load(Path(tmp) / "transformers.npy", allow_pickle=False)
         differ = float(np.abs(a - b).max() / np.abs(b).max())
     base = theirs["seconds"]
     print(f"Qwen3.5-0.8B shapes, one linear layer, {TOKENS} tokens, float32 (load average {os.getloadavg()[0]:.2f}, "

@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.no_transformers:
             continue
         got = fresh_probe("bench.sparse", str(n), str(top))
-        theirs = np.load(got["chosen"])
+        theirs = np.load(got["chosen"], allow_pickle=False)
         os.unlink(got["chosen"])
         same, gap = _compare(ours[f"chosen_{top}"], theirs, ours["index"])
         why = f" (the others swap keys within {gap:.1e} of the k-th best, relative to the terms summed)" \

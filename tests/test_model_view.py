@@ -51,7 +51,7 @@ def induction(tmp_path_factory):
     for layer in (0, 1):
         path = folder / f"layer{layer}.npz"
         assert main(["export", "induction", "--layer", str(layer), "-o", str(path)]) == 0
-        with np.load(path) as f:
+        with np.load(path, allow_pickle=False) as f:
             weights.append([f[f"h{h}.weights"] for h in range(4)])
     assert main(["model", "induction", "--json"]) == 0
     return weights
