@@ -13,7 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
-from . import compute, memory
+from . import compute, mechanisms, memory
 from .arithmetic import Arithmetic
 from .errors import AttentionWarning, ScenarioError
 from .given_inputs import SYMBOLS
@@ -285,9 +285,10 @@ def run(scenario, arithmetic: str | None = None, *, lazy: bool | None = None, en
             raise ScenarioError("lazy", f"the whole trace {memory.shortfall(nbytes)}; expected lazy=True (heads "
                                 "computed on demand, a few kept) or fewer tokens", scenario.source)
     allowed = mask_matrix(trace)
-    if scenario.score_bias is not None:   # an additive mask's −∞ hides keys too, head by head
-        from .mechanisms import score_bias
-        lonely = score_bias.lonely(trace)
+    hides = mechanisms.hider(scenario)   # an additive mask's −∞ hides keys too, head by head
+    if hides is not None:
+        lonely = [f"{scenario.tokens[i]} (head {h})" for h in range(scenario.heads)
+                  for i in np.flatnonzero(hides(trace, h).all(axis=1))]
     else:
         lonely = [] if allowed is None else [scenario.tokens[i] for i in np.flatnonzero(~allowed.any(axis=1))]
     if lonely:

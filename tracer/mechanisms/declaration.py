@@ -58,6 +58,11 @@ class Mechanism:
     per_head: dict = field(default_factory=dict)   # its keywords holding one entry per query head ("head")
     #                                 or key/value group ("group"): what keeping a few heads keeps
     said: Callable = _none          # from_arrays keywords → words for a checkpoint layer's description
+    texts: dict = field(default_factory=dict)   # the words it changes in a shared step: "kind.part" →
+    #                                 fn(ctx or cell, …) → its text, or None to keep the step's own
+    #                                 ("sums.why", "masked.explain" …: mechanisms.text)
+    hides: Callable | None = None   # (trace, h) → query × key, True where head h's query does not see the
+    #                                 key (the mask's and its own hiding, e.g. an additive mask's −∞)
 
     def on(self, scenario) -> bool:
         """Whether the scenario's layer has it."""

@@ -73,17 +73,9 @@ def explain(cell) -> str:
             f"(the additive mask's number for this query and key)").replace("+ −", "− ").replace("+ -", "− ")
 
 
-def lonely(trace) -> list[str]:
-    """`t3 (head 1)`: each query that sees no key at all in some head (its weights are all 0)."""
-    out = []
-    for h in range(trace.scenario.heads):
-        rows = np.flatnonzero(hidden(trace, h).all(axis=1))
-        out += [f"{trace.scenario.tokens[i]} (head {h})" for i in rows]
-    return out
-
-
 # an additive mask (one matrix or one per head, −∞ hiding a key): given, per head (its numbers are
 # the trace's input); its step is the mask's (steps/scores.masked)
 DECLARATION = Mechanism(
     NAME, "an additive mask", field=NAME, label=NAME, keys=(NAME,), read=read, arguments={NAME: NAME},
-    describe=lambda sc: True, fused=False, online=False, decode=False)
+    describe=lambda sc: True, fused=False, online=False, decode=False, hides=hidden,
+    texts={"masked.formula": formula, "masked.explain": explain})

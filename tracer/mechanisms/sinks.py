@@ -104,6 +104,40 @@ register(Kind(
     after="sums")
 
 
+# ------------------------------------------------------------------ its words in the softmax's steps
+
+def _exp_max(cell, row) -> tuple | None:
+    """(the max subtracted, whose it is) when the head's sink logit is above every score of the row."""
+    sink = float(cell.scenario.sinks[cell.step.head])
+    if sink > row.max():
+        return sink, f"the head's sink logit, above every score of {cell.names()[0]}"
+    return None
+
+
+def _sums_explain(cell, row: str) -> str:
+    power, own = sink_power_text(cell)   # the sink's power, which h{h}.exp has no column for
+    return (f"= {row} + {cell.f(own)} = {cell.fa(cell.value)}   (the {cell.sid('exp')} "
+            f"{'column' if cell.trace.columns else 'row'}, plus the sink's power {power} = {cell.f(own)}, "
+            f"which {cell.sid('exp')} has no cell for)")
+
+
+TEXTS = {
+    "exp.formula": lambda ctx, base: (f"{base}^(s − max)   (max: the largest of each query's scores and the "
+                                      "head's sink logit)"),   # gpt-oss subtracts the larger of the two
+    "exp.max": _exp_max,
+    "exp.why": lambda ctx: (" The head's sink has a power too (base^sink), which has no column here: it is added "
+                            "to each query's sum (see sums)."),
+    "sums.formula": lambda ctx: " + the sink's power",
+    "sums.explain": _sums_explain,
+    "sums.why": lambda ctx: ("Each query's powers are added up, and the head's sink's power with them: dividing by "
+                             "this sum gives the tokens' weights, which add up to 1 − the sink's share (the sink "
+                             "takes the rest)."),
+    "weights.why": lambda ctx: ("How much each query attends to each key: the powers divided by their sum, which "
+                                "holds the sink's power too, so each query's weights add up to 1 − the sink's "
+                                "share (the sink step): the part of its attention that goes to no token."),
+}
+
+
 # ------------------------------------------------------------------ the declaration
 
 DECLARATION = Mechanism(
@@ -115,4 +149,5 @@ DECLARATION = Mechanism(
     fused=False, online=False, decode=False, arithmetic=refuse_relu, per_head={"sinks": "head"},
     checkpoint=lambda blk, cfg, layer: {} if blk.sinks is None else {"sinks": blk.sinks},
     said=lambda arrays: ("each head's sink logit joins its softmax (sink is its share; the tokens' weights sum to "
-                         "1 − sink)") if "sinks" in arrays else None)
+                         "1 − sink)") if "sinks" in arrays else None,
+    texts=TEXTS)

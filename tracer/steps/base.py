@@ -139,7 +139,9 @@ class Context:
 
     @property
     def masked(self) -> bool:
-        return not (isinstance(self.mask, str) and self.mask == "none") or self.dims.of("score_bias") is not None
+        from ..mechanisms import MECHANISMS   # one that hides keys itself (an additive mask) writes the step too
+        hides = any(getattr(MECHANISMS.get(name), "hides", None) is not None for name, _ in self.dims.parts)
+        return not (isinstance(self.mask, str) and self.mask == "none") or hides
 
     @property
     def cross(self) -> bool:

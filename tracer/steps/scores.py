@@ -1,6 +1,7 @@
 """Comparing queries with keys: the raw scores, their scaling, and the mask."""
 from __future__ import annotations
 
+from .. import mechanisms
 from ..ids import parse
 from ..masks import describe
 from .base import Kind, register
@@ -94,9 +95,9 @@ register(Kind(
 
 
 def _masked_explain(cell) -> str:
-    if cell.scenario.score_bias is not None:   # an additive mask (mechanisms/score_bias.py)
-        from ..mechanisms.score_bias import explain
-        return explain(cell)
+    told = mechanisms.text("masked.explain", cell)   # an additive mask's (mechanisms/score_bias.py)
+    if told is not None:
+        return told
     s = cell.rows(cell.step.inputs[0])[cell.i, cell.j]
     query, key = cell.token(cell.i), cell.key_token(cell.j)
     if cell.trace.allowed[cell.i, cell.j]:
@@ -109,9 +110,9 @@ _MASK_FORMULA = {"causal": "S, with −∞ where the key comes after the query (
                  "matrix": "S, with −∞ where the mask forbids the key"}
 
 def _masked_formula(ctx) -> str:
-    if ctx.dims.of("score_bias") is not None:   # an additive mask (mechanisms/score_bias.py)
-        from ..mechanisms.score_bias import formula
-        return formula(ctx)
+    told = mechanisms.text("masked.formula", ctx)   # an additive mask's (mechanisms/score_bias.py)
+    if told is not None:
+        return told
     mask = ctx.mask if isinstance(ctx.mask, str) else "matrix"
     if mask.startswith("streaming:"):
         kept, width = mask.split(":")[1:]   # StreamingLLM's first tokens kept, then a window

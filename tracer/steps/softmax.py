@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+from .. import mechanisms
 from ..printing import divisor
 from .base import Kind, register
 from .scores import standard
@@ -20,9 +21,7 @@ def _exp_formula(ctx) -> str:
     base = _base(ctx.arithmetic)
     if not ctx.arithmetic.stable:
         return f"{base}^s"
-    if ctx.dims.of("sinks") is not None:   # gpt-oss subtracts the largest of the scores and the sink's logit
-        return f"{base}^(s − max)   (max: the largest of each query's scores and the head's sink logit)"
-    return f"{base}^(s − max)   (each query's max subtracted)"
+    return mechanisms.text("exp.formula", ctx, base) or f"{base}^(s − max)   (each query's max subtracted)"
 
 
 def _exp_explain(cell) -> str:
@@ -31,11 +30,8 @@ def _exp_explain(cell) -> str:
     if not cell.arithmetic.stable:
         return f"= {base}^{f(s)} = {cell.fa(cell.value)}"
     row = src[cell.i]
-    m = row.max() if (row > -math.inf).any() else 0.0
-    whose = f"{cell.names()[0]}'s largest score"
-    if cell.scenario.sinks is not None and float(cell.scenario.sinks[cell.step.head]) > row.max():
-        m = float(cell.scenario.sinks[cell.step.head])
-        whose = f"the head's sink logit, above every score of {cell.names()[0]}"
+    m, whose = mechanisms.text("exp.max", cell, row) or (row.max() if (row > -math.inf).any() else 0.0,
+                                                           f"{cell.names()[0]}'s largest score")
     return f"= {base}^({f(s)} − {f(m)}) = {base}^{f(s - m)} = {cell.fa(cell.value)}   ({f(m)} is {whose})"
 
 
@@ -43,13 +39,11 @@ _EXP_WHY = ("Softmax raises a base to each score, which makes every number posit
             "gaps between them. Real code subtracts each query's largest score first: the same weights "
             "in the end, but no power can overflow. The by-hand arithmetic (softmax_base = 3) takes 3ˣ "
             "in place of eˣ to keep fractions simple.")
-_SINK_POWER = (" The head's sink has a power too (base^sink), which has no column here: it is added "
-               "to each query's sum (see sums).")
 
 
 register(Kind(
     "exp", "Powers", ("query", "key"), "head",
-    lambda ctx: _EXP_WHY + (_SINK_POWER if ctx.dims.of("sinks") is not None else ""),
+    lambda ctx: _EXP_WHY + (mechanisms.text("exp.why", ctx) or ""),
     formula=_exp_formula, explain=_exp_explain,
     sources=lambda cell: {cell.step.inputs[0]: [(cell.i, cell.j)]},
     inputs=lambda ctx, h: [ctx.latest(h, "logits", "exp")], present=_softmax,
@@ -61,25 +55,17 @@ def _sums_explain(cell) -> str:
     e = cell.rows(cell.step.inputs[0])[cell.i]
     more = f" + … ({len(e) - MAX_TERMS} more)" if len(e) > MAX_TERMS else ""
     row = f"{' + '.join(cell.f(v) for v in e[:MAX_TERMS])}{more}"
-    if cell.scenario.sinks is None:
-        return f"= {row} = {cell.fa(cell.value)}"
-    from ..mechanisms.sinks import sink_power_text   # the sink's power, which h{h}.exp has no column for
-    power, own = sink_power_text(cell)
-    return (f"= {row} + {cell.f(own)} = {cell.fa(cell.value)}   (the {cell.sid('exp')} "
-            f"{'column' if cell.trace.columns else 'row'}, plus the sink's power {power} = {cell.f(own)}, "
-            f"which {cell.sid('exp')} has no cell for)")
+    return mechanisms.text("sums.explain", cell, row) or f"= {row} = {cell.fa(cell.value)}"
 
 
 def _sums_formula(ctx) -> str:
     line = "Σ of each column of powers" if ctx.columns else "Σ of each row of powers"
-    return line + " + the sink's power" if ctx.dims.of("sinks") is not None else line
+    return line + (mechanisms.text("sums.formula", ctx) or "")
 
 
 def _sums_why(ctx) -> str:
-    if ctx.dims.of("sinks") is not None:
-        return ("Each query's powers are added up, and the head's sink's power with them: dividing by this "
-                "sum gives the tokens' weights, which add up to 1 − the sink's share (the sink takes the rest).")
-    return "Each query's powers are added up; dividing by this sum makes its weights add up to 1."
+    return (mechanisms.text("sums.why", ctx)
+            or "Each query's powers are added up; dividing by this sum makes its weights add up to 1.")
 
 
 register(Kind(
@@ -109,11 +95,8 @@ def _weights_sources(cell) -> dict:
 
 
 def _weights_why(ctx) -> str:
-    if ctx.dims.of("sinks") is not None and _softmax(ctx):
-        return ("How much each query attends to each key: the powers divided by their sum, which holds the "
-                "sink's power too, so each query's weights add up to 1 − the sink's share (the sink step): "
-                "the part of its attention that goes to no token.")
-    return ("How much each query attends to each key: the powers divided by their sum, so each "
+    told = mechanisms.text("weights.why", ctx) if _softmax(ctx) else None
+    return told or ("How much each query attends to each key: the powers divided by their sum, so each "
             "query's weights form a probability distribution (ReLU instead: max(0, score), unnormalised).")
 
 
