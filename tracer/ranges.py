@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import mechanisms
 from .errors import ScenarioError
 from .ids import step_id
+from .steps.base import hider
 
 
 def overflow(trace, steps) -> None:
@@ -38,7 +38,7 @@ def underflow(trace, h: int, sums: np.ndarray) -> None:
     if sums.min() >= info.tiny * sums.shape[0] * 2:   # the usual case, one comparison: every largest power is normal
         return
     may = np.ones(len(sums), bool) if trace.allowed is None else trace.allowed.any(axis=1)
-    hides = mechanisms.hider(trace.scenario)   # an additive mask's −∞ hides keys too (mechanisms/score_bias.py)
+    hides = hider(trace.scenario)   # an additive mask's −∞ hides keys too (mechanisms/score_bias.py)
     if hides is not None:
         may &= ~hides(trace, h).all(axis=1)
     lost = np.flatnonzero((sums[:, 0] == 0) & may)

@@ -13,7 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
-from . import compute, mechanisms, memory
+from . import compute, memory
 from .arithmetic import Arithmetic
 from .errors import AttentionWarning, ScenarioError
 from .given_inputs import SYMBOLS
@@ -24,6 +24,7 @@ from .ranges import check_fits, overflow, underflow
 from .run_setup import setup
 from .scenario import Scenario, load_scenario
 from .steps import Step
+from .steps.base import hider
 
 
 class Trace:
@@ -285,7 +286,7 @@ def run(scenario, arithmetic: str | None = None, *, lazy: bool | None = None, en
             raise ScenarioError("lazy", f"the whole trace {memory.shortfall(nbytes)}; expected lazy=True (heads "
                                 "computed on demand, a few kept) or fewer tokens", scenario.source)
     allowed = mask_matrix(trace)
-    hides = mechanisms.hider(scenario)   # an additive mask's −∞ hides keys too, head by head
+    hides = hider(scenario)   # an additive mask's −∞ hides keys too, head by head
     if hides is not None:
         lonely = [f"{scenario.tokens[i]} (head {h})" for h in range(scenario.heads)
                   for i in np.flatnonzero(hides(trace, h).all(axis=1))]

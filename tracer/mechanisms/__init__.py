@@ -7,40 +7,23 @@ and the order refusals and descriptions name them in. Adding one: docs/architect
 from __future__ import annotations
 
 from ..errors import ScenarioError
+from ..steps.base import tell
 from .declaration import Mechanism
 
 from . import qk_norm, softcap, alibi, sinks, score_bias, out_norm, rotary, latent, v_norm  # noqa: E402
 
 MECHANISMS: dict[str, Mechanism] = {m.DECLARATION.name: m.DECLARATION for m in
                                     (qk_norm, softcap, alibi, sinks, score_bias, out_norm, rotary, latent, v_norm)}
+for _m in MECHANISMS.values():   # their words in the shared steps and the keys they hide, where the steps read them
+    tell(_m.name, _m.field, _m.texts, _m.hides)
 
-__all__ = ["MECHANISMS", "Mechanism", "arrays", "described", "dims", "fused", "given", "hider", "present",
-           "read", "refuse_arithmetic", "refuse_decode", "refuse_online", "text", "top_keys", "weight_keys"]
+__all__ = ["MECHANISMS", "Mechanism", "arrays", "described", "dims", "fused", "given", "present",
+           "read", "refuse_arithmetic", "refuse_decode", "refuse_online", "top_keys", "weight_keys"]
 
 
 def present(scenario) -> list[Mechanism]:
     """The mechanisms the scenario's layer has, in the registry's order."""
     return [m for m in MECHANISMS.values() if m.on(scenario)]
-
-
-def text(part: str, about, *args):
-    """A mechanism's own words for a shared step's part ("exp.formula", "sums.why" …) when the layer
-    has one that changes them, else None (the step's own words stand). `about` is a plan's context
-    (its dims say what is present) or a cell (its scenario does); args go to the mechanism's text."""
-    dims = getattr(about, "dims", None)
-    for m in MECHANISMS.values():
-        said = m.texts.get(part)
-        if said is not None and (dims.of(m.name) is not None if dims is not None else m.on(about.scenario)):
-            told = said(about, *args)
-            if told is not None:
-                return told
-    return None
-
-
-def hider(scenario):
-    """(trace, h) → query × key, True where head h's query does not see the key, for a mechanism that
-    hides keys head by head beyond the mask (an additive mask's −∞); None without one."""
-    return next((m.hides for m in present(scenario) if m.hides is not None), None)
 
 
 def top_keys() -> tuple[str, ...]:

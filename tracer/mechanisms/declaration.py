@@ -60,7 +60,7 @@ class Mechanism:
     said: Callable = _none          # from_arrays keywords → words for a checkpoint layer's description
     texts: dict = field(default_factory=dict)   # the words it changes in a shared step: "kind.part" →
     #                                 fn(ctx or cell, …) → its text, or None to keep the step's own
-    #                                 ("sums.why", "masked.explain" …: mechanisms.text)
+    #                                 ("sums.why", "masked.explain" …: steps/base.said)
     hides: Callable | None = None   # (trace, h) → query × key, True where head h's query does not see the
     #                                 key (the mask's and its own hiding, e.g. an additive mask's −∞)
 

@@ -128,6 +128,37 @@ def register(kind: Kind, after: str | None = None) -> Kind:
     return kind
 
 
+# what the mechanisms say in the shared steps, and the keys they hide: filled from their declarations
+# (mechanisms/__init__.tell), read by the steps, the trace and the range checks without naming any
+TOLD: dict[str, list] = {}     # a step's part ("sums.why") → [(mechanism, its Scenario field, its words)]
+HIDERS: dict[str, tuple] = {}  # mechanism → (its Scenario field, (trace, h) → the keys each query does not see)
+
+
+def tell(name: str, field: str, texts: dict, hides=None) -> None:
+    for part, words in texts.items():
+        TOLD.setdefault(part, []).append((name, field, words))
+    if hides is not None:
+        HIDERS[name] = (field, hides)
+
+
+def said(part: str, about, *args):
+    """A mechanism's own words for a shared step's part (the sinks' in the softmax's steps …) when
+    the layer has one that changes them, else None. `about` is a plan's context (its dims say what is
+    present) or a cell (its scenario does); args go to the mechanism's words."""
+    dims = getattr(about, "dims", None)
+    for name, field, words in TOLD.get(part, ()):
+        if (dims.of(name) if dims is not None else getattr(about.scenario, field)) is not None:
+            told = words(about, *args)
+            if told is not None:
+                return told
+    return None
+
+
+def hider(scenario):
+    """(trace, h) → query × key, True where head h's query does not see the key, from a mechanism that
+    hides keys head by head beyond the mask (an additive mask's −∞); None without one."""
+    return next((hides for field, hides in HIDERS.values() if getattr(scenario, field) is not None), None)
+
 @dataclass(frozen=True)
 class Context:
     """What a plan is decided from: sizes, arithmetic, layout and mask."""
@@ -139,8 +170,7 @@ class Context:
 
     @property
     def masked(self) -> bool:
-        from ..mechanisms import MECHANISMS   # one that hides keys itself (an additive mask) writes the step too
-        hides = any(getattr(MECHANISMS.get(name), "hides", None) is not None for name, _ in self.dims.parts)
+        hides = any(self.dims.of(name) is not None for name in HIDERS)   # an additive mask writes the step too
         return not (isinstance(self.mask, str) and self.mask == "none") or hides
 
     @property

@@ -1,10 +1,9 @@
 """Comparing queries with keys: the raw scores, their scaling, and the mask."""
 from __future__ import annotations
 
-from .. import mechanisms
 from ..ids import parse
 from ..masks import describe
-from .base import Kind, register
+from .base import Kind, register, said
 
 
 def standard(ctx) -> bool:
@@ -95,7 +94,7 @@ register(Kind(
 
 
 def _masked_explain(cell) -> str:
-    told = mechanisms.text("masked.explain", cell)   # an additive mask's (mechanisms/score_bias.py)
+    told = said("masked.explain", cell)   # an additive mask's (mechanisms/score_bias.py)
     if told is not None:
         return told
     s = cell.rows(cell.step.inputs[0])[cell.i, cell.j]
@@ -110,7 +109,7 @@ _MASK_FORMULA = {"causal": "S, with −∞ where the key comes after the query (
                  "matrix": "S, with −∞ where the mask forbids the key"}
 
 def _masked_formula(ctx) -> str:
-    told = mechanisms.text("masked.formula", ctx)   # an additive mask's (mechanisms/score_bias.py)
+    told = said("masked.formula", ctx)   # an additive mask's (mechanisms/score_bias.py)
     if told is not None:
         return told
     mask = ctx.mask if isinstance(ctx.mask, str) else "matrix"

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import math
 
-from .. import mechanisms
 from ..printing import divisor
-from .base import Kind, register
+from .base import Kind, register, said
 from .scores import standard
 
 
@@ -21,7 +20,7 @@ def _exp_formula(ctx) -> str:
     base = _base(ctx.arithmetic)
     if not ctx.arithmetic.stable:
         return f"{base}^s"
-    return mechanisms.text("exp.formula", ctx, base) or f"{base}^(s − max)   (each query's max subtracted)"
+    return said("exp.formula", ctx, base) or f"{base}^(s − max)   (each query's max subtracted)"
 
 
 def _exp_explain(cell) -> str:
@@ -30,7 +29,7 @@ def _exp_explain(cell) -> str:
     if not cell.arithmetic.stable:
         return f"= {base}^{f(s)} = {cell.fa(cell.value)}"
     row = src[cell.i]
-    m, whose = mechanisms.text("exp.max", cell, row) or (row.max() if (row > -math.inf).any() else 0.0,
+    m, whose = said("exp.max", cell, row) or (row.max() if (row > -math.inf).any() else 0.0,
                                                            f"{cell.names()[0]}'s largest score")
     return f"= {base}^({f(s)} − {f(m)}) = {base}^{f(s - m)} = {cell.fa(cell.value)}   ({f(m)} is {whose})"
 
@@ -43,7 +42,7 @@ _EXP_WHY = ("Softmax raises a base to each score, which makes every number posit
 
 register(Kind(
     "exp", "Powers", ("query", "key"), "head",
-    lambda ctx: _EXP_WHY + (mechanisms.text("exp.why", ctx) or ""),
+    lambda ctx: _EXP_WHY + (said("exp.why", ctx) or ""),
     formula=_exp_formula, explain=_exp_explain,
     sources=lambda cell: {cell.step.inputs[0]: [(cell.i, cell.j)]},
     inputs=lambda ctx, h: [ctx.latest(h, "logits", "exp")], present=_softmax,
@@ -55,16 +54,16 @@ def _sums_explain(cell) -> str:
     e = cell.rows(cell.step.inputs[0])[cell.i]
     more = f" + … ({len(e) - MAX_TERMS} more)" if len(e) > MAX_TERMS else ""
     row = f"{' + '.join(cell.f(v) for v in e[:MAX_TERMS])}{more}"
-    return mechanisms.text("sums.explain", cell, row) or f"= {row} = {cell.fa(cell.value)}"
+    return said("sums.explain", cell, row) or f"= {row} = {cell.fa(cell.value)}"
 
 
 def _sums_formula(ctx) -> str:
     line = "Σ of each column of powers" if ctx.columns else "Σ of each row of powers"
-    return line + (mechanisms.text("sums.formula", ctx) or "")
+    return line + (said("sums.formula", ctx) or "")
 
 
 def _sums_why(ctx) -> str:
-    return (mechanisms.text("sums.why", ctx)
+    return (said("sums.why", ctx)
             or "Each query's powers are added up; dividing by this sum makes its weights add up to 1.")
 
 
@@ -95,7 +94,7 @@ def _weights_sources(cell) -> dict:
 
 
 def _weights_why(ctx) -> str:
-    told = mechanisms.text("weights.why", ctx) if _softmax(ctx) else None
+    told = said("weights.why", ctx) if _softmax(ctx) else None
     return told or ("How much each query attends to each key: the powers divided by their sum, so each "
             "query's weights form a probability distribution (ReLU instead: max(0, score), unnormalised).")
 
