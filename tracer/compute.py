@@ -142,6 +142,9 @@ def inputs(run) -> dict:
         from .mechanisms.latent import compute as latent
         with np.errstate(all="ignore"):
             got.update(latent.inputs(run, stages(run), got))
+    if sc.sparse is not None:   # the lightning indexer: its scores and each query's choice of keys
+        from .mechanisms.indexer import compute as indexer
+        got.update(indexer.inputs(run, got))
     return got
 
 

@@ -60,7 +60,10 @@ class Trace:
         """query × key booleans (True: may attend), None when nothing is masked. Built when first
         asked: the fused kernels apply a causal mask by index, so a large causal trace never needs
         the n × m matrix (0.8 ms of a GPT-2-small trace's 46)."""
-        return allowed_matrix(self.mask, self.scenario.n, self.scenario.m)
+        allowed = allowed_matrix(self.mask, self.scenario.n, self.scenario.m)
+        if self.scenario.sparse is not None:   # the lightning indexer's choice hides the other keys
+            allowed = allowed & (self.rows("idx.selected") != 0)
+        return allowed
 
     @property
     def heads(self) -> int:

@@ -97,6 +97,11 @@ def _masked_explain(cell) -> str:
     if cell.scenario.score_bias is not None:   # an additive mask (mechanisms/score_bias.py)
         from ..mechanisms.score_bias import explain
         return explain(cell)
+    if cell.scenario.sparse is not None:   # a key the lightning indexer dropped (mechanisms/indexer)
+        from ..mechanisms.indexer.steps import dropped
+        told = dropped(cell)
+        if told is not None:
+            return told
     s = cell.rows(cell.step.inputs[0])[cell.i, cell.j]
     query, key = cell.token(cell.i), cell.key_token(cell.j)
     if cell.trace.allowed[cell.i, cell.j]:
@@ -113,6 +118,8 @@ def _masked_formula(ctx) -> str:
         from ..mechanisms.score_bias import formula
         return formula(ctx)
     mask = ctx.mask if isinstance(ctx.mask, str) else "matrix"
+    if ctx.dims.of("indexer") is not None:   # the lightning indexer's choice on top of the causal mask
+        return "S, with −∞ where the key comes after the query or the indexer did not select it (idx.selected)"
     if mask.startswith("streaming:"):
         kept, width = mask.split(":")[1:]   # StreamingLLM's first tokens kept, then a window
         first = "first key" if kept == "1" else f"first {kept} keys"

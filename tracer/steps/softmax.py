@@ -99,6 +99,11 @@ def _weights_explain(cell) -> str:
     if total == 0:
         return "= 0   (every key is masked for this query)"
     qname, kname = cell.names()
+    if cell.scenario.sparse is not None:   # beside what dense attention would give (mechanisms/indexer)
+        from ..mechanisms.indexer.steps import dense
+        told = dense(cell)
+        if told:
+            return f"= {cell.f(e)} ÷ {divisor(cell.f(total))} = {cell.fa(cell.value)}{told}"
     return f"= {cell.f(e)} ÷ {divisor(cell.f(total))} = {cell.fa(cell.value)}   (how much {qname} attends to {kname})"
 
 

@@ -1,3 +1,43 @@
 """The lightning indexer of DeepSeek Sparse Attention (DeepSeek V3.2, GLM-5, DeepSeek V4's sparse
 layers): a few small, ReLU'd heads score every earlier key, and each query keeps its top k.
-`scores` holds the formula, `topk` the choice and why a key was kept, `rotary` the turns."""
+`scores` holds the formula, `topk` the choice and why a key was kept, `rotary` the turns; `reader`
+the scenario file's [sparse] section, `compute` a trace's numbers, `steps` its steps (idx.*)."""
+from __future__ import annotations
+
+from ..declaration import Mechanism
+from . import steps  # noqa: F401  (registers its kinds)
+from .reader import KEYS, WEIGHTS, read
+
+
+def _dims(sc) -> tuple:
+    """What a plan depends on: the index heads, d_I, whether W_w is given (its step idx.w)."""
+    sp = sc.sparse
+    return sp["heads"], sp["d_index"], sp["w_iw"] is not None
+
+
+def _arrays(sc) -> dict:
+    sp = sc.sparse
+    return {f"weights.{key}": sp[name] for key, name in zip(WEIGHTS, ("w_iq", "w_ik", "w_iw")) if sp[name] is not None}
+
+
+def _given(trace) -> list:
+    """W_IQ, W_IK, W_w as the layout writes them, for the exports."""
+    sp, columns = trace.scenario.sparse, trace.columns
+    axes = {"w_iq": "index_feature", "w_ik": "d_index", "w_iw": "index_head"}
+    return [(f"weights.{key}", ("d_model", axes[name])[::-1] if columns else ("d_model", axes[name]),
+             sp[name].T if columns else sp[name])
+            for key, name in zip(WEIGHTS, axes) if sp[name] is not None]
+
+
+# the lightning indexer ([sparse] topk with [weights] index_q, index_k, index_w): its steps idx.* before
+# the heads, its choice hiding the other keys from every head (the trace's allowed matrix)
+DECLARATION = Mechanism(
+    "indexer", "a lightning indexer", field="sparse", label="[sparse]", keys=("sparse",), weight_keys=WEIGHTS,
+    arguments={"sparse": "sparse", **{key: f"weights.{key}" for key in WEIGHTS}}, read=read, dims=_dims,
+    arrays=_arrays, given=_given, symbols={"weights.index_q": "W_IQ", "weights.index_k": "W_IK", "weights.index_w": "W_w"},
+    describe=lambda sc: {"topk": sc.sparse["topk"], "index_heads": sc.sparse["heads"],
+                         "d_index": sc.sparse["d_index"], "scale": sc.sparse["scale"]}, describe_key="sparse",
+    given_words=lambda sc: f"the indexer keeps each query's {sc.sparse['topk']} best keys",
+    fused=False, online=False, decode=False)
+
+__all__ = ["DECLARATION", "KEYS"]

@@ -1,0 +1,54 @@
+"""The lightning indexer's numbers for a trace, computed once before the heads: its queries, key,
+head weights, scores and choice (scores.py and topk.py, in float64 whatever the run's dtype: the
+choice must not depend on rounding), and the heads' mask, the causal one with the dropped keys hidden."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import scores, topk
+
+
+def k_of(trace) -> int:
+    """The keys each query keeps: `--set topk=K` (the run's arithmetic), else the scenario's."""
+    return trace.arithmetic.topk or trace.scenario.sparse["topk"]
+
+
+def arrays(x: np.ndarray, spec: dict, k: int, c_q: np.ndarray | None = None) -> dict:
+    """idx.q (from c_q when given: a model's compressed queries), idx.k, idx.w (when the scenario
+    has W_w), idx.scores and idx.selected (0/1), by id; x is what the layer's projections read."""
+    n = x.shape[0]
+    q, key = (x if c_q is None else c_q) @ spec["w_iq"], x @ spec["w_ik"]
+    w = np.ones((n, 1)) if spec["w_iw"] is None else x @ spec["w_iw"]
+    index = scores.index_scores(q.reshape(n, spec["heads"], spec["d_index"]), key, w, spec["scale"], scores.causal(n))
+    got = {"idx.q": q, "idx.k": key, "idx.scores": index, "idx.selected": topk.select(index, k).astype(np.float64)}
+    if spec["w_iw"] is not None:
+        got["idx.w"] = w
+    return got
+
+
+def source(present) -> str:
+    """What the indexer reads: the normed input when the layer has a norm_in, else x."""
+    return "norm_in" if "norm_in" in present else "x"
+
+
+def inputs(run, got: dict) -> dict:
+    """The indexer's steps in the run's dtype (its choice made in float64); `got`: the input steps
+    computed before it (norm_in)."""
+    x = np.asarray(got.get("norm_in", run.x), dtype=np.float64)
+    spec = run.scenario.sparse
+    return {sid: np.ascontiguousarray(a, dtype=run.dtype) for sid, a in arrays(x, spec, k_of(run)).items()}
+
+
+def row_parts(trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(q as token × heads × d_I, k, w) in float64, for the explanations."""
+    sp = trace.scenario.sparse
+    q = trace.rows("idx.q").astype(np.float64).reshape(trace.scenario.n, sp["heads"], sp["d_index"])
+    w = trace.rows("idx.w").astype(np.float64) if "idx.w" in trace else np.ones((trace.scenario.n, 1))
+    return q, trace.rows("idx.k").astype(np.float64), w
+
+
+def ties(trace) -> list[str]:
+    """The queries whose k-th and (k+1)-th best index scores are equal (their choice keeps the
+    earlier key, where torch.topk's order is unspecified)."""
+    index = trace.rows("idx.scores").astype(np.float64)
+    return [trace.scenario.tokens[i] for i in np.flatnonzero(topk.ties(index, k_of(trace)))]
