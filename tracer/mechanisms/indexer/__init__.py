@@ -6,13 +6,16 @@ from __future__ import annotations
 
 from ..declaration import Mechanism
 from . import steps  # noqa: F401  (registers its kinds)
+from .compute import mode
 from .reader import KEYS, WEIGHTS, read
 
 
 def _dims(sc) -> tuple:
     """What a plan depends on: the index heads, d_I, whether W_w is given (its step idx.w)."""
     sp = sc.sparse
-    return sp["heads"], sp["d_index"], sp["w_iw"] is not None
+    rope = sp["rope"] or {}
+    return sp["heads"], sp["d_index"], sp["w_iw"] is not None or sp["given"], mode(sp), rope.get("dims", 0), \
+        rope.get("style", "")
 
 
 def _arrays(sc) -> dict:
@@ -29,15 +32,34 @@ def _given(trace) -> list:
             for key, name in zip(WEIGHTS, axes) if sp[name] is not None]
 
 
+def _describe(sc) -> dict:
+    sp = sc.sparse
+    if sp["shared"] is not None:
+        return {"topk": sp["topk"], "shared_from": sp["shared"]["layer"]}
+    return {"topk": sp["topk"], "index_heads": sp["heads"], "d_index": sp["d_index"], "scale": sp["scale"]}
+
+
+def _config(data: dict, family):
+    """A DeepSeek Sparse Attention checkpoint's sizes (models/sparse_config.read_dsa), or None."""
+    if not family.indexer:
+        return None
+    from ...models.sparse_config import read_dsa
+    return read_dsa(data)
+
+
+def _said(arrays: dict):
+    from ...models.dsa_layer import said
+    return said(arrays)
+
+
 # the lightning indexer ([sparse] topk with [weights] index_q, index_k, index_w): its steps idx.* before
 # the heads, its choice hiding the other keys from every head (the trace's allowed matrix)
 DECLARATION = Mechanism(
     "indexer", "a lightning indexer", field="sparse", label="[sparse]", keys=("sparse",), weight_keys=WEIGHTS,
     arguments={"sparse": "sparse", **{key: f"weights.{key}" for key in WEIGHTS}}, read=read, dims=_dims,
     arrays=_arrays, given=_given, symbols={"weights.index_q": "W_IQ", "weights.index_k": "W_IK", "weights.index_w": "W_w"},
-    describe=lambda sc: {"topk": sc.sparse["topk"], "index_heads": sc.sparse["heads"],
-                         "d_index": sc.sparse["d_index"], "scale": sc.sparse["scale"]}, describe_key="sparse",
+    describe=_describe, describe_key="sparse",
     given_words=lambda sc: f"the indexer keeps each query's {sc.sparse['topk']} best keys",
-    fused=False, online=False, decode=False)
+    fused=False, online=False, decode=False, config=_config, said=_said)
 
 __all__ = ["DECLARATION", "KEYS"]

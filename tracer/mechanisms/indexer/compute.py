@@ -13,15 +13,25 @@ def k_of(trace) -> int:
     return trace.arithmetic.topk or trace.scenario.sparse["topk"]
 
 
+def mode(spec: dict) -> str:
+    """How the indexer's inputs came: "weights" (written by hand), "given" (a checkpoint's), "shared"."""
+    return "shared" if spec["shared"] is not None else "given" if spec["given"] else "weights"
+
+
 def arrays(x: np.ndarray, spec: dict, k: int, c_q: np.ndarray | None = None) -> dict:
     """idx.q (from c_q when given: a model's compressed queries), idx.k, idx.w (when the scenario
     has W_w), idx.scores and idx.selected (0/1), by id; x is what the layer's projections read."""
     n = x.shape[0]
-    q, key = (x if c_q is None else c_q) @ spec["w_iq"], x @ spec["w_ik"]
-    w = np.ones((n, 1)) if spec["w_iw"] is None else x @ spec["w_iw"]
+    if spec["shared"] is not None:   # no indexer of its own: the choice of the layer before
+        return {"idx.selected": spec["shared"]["selected"].astype(np.float64)}
+    if spec["given"]:   # a checkpoint's indexer: its queries, key and weights as its blocks computed them
+        q, key, w = (spec["arrays"][sid] for sid in ("idx.q", "idx.k", "idx.w"))
+    else:
+        q, key = (x if c_q is None else c_q) @ spec["w_iq"], x @ spec["w_ik"]
+        w = np.ones((n, 1)) if spec["w_iw"] is None else x @ spec["w_iw"]
     index = scores.index_scores(q.reshape(n, spec["heads"], spec["d_index"]), key, w, spec["scale"], scores.causal(n))
     got = {"idx.q": q, "idx.k": key, "idx.scores": index, "idx.selected": topk.select(index, k).astype(np.float64)}
-    if spec["w_iw"] is not None:
+    if spec["w_iw"] is not None or spec["given"]:
         got["idx.w"] = w
     return got
 
@@ -52,3 +62,16 @@ def ties(trace) -> list[str]:
     earlier key, where torch.topk's order is unspecified)."""
     index = trace.rows("idx.scores").astype(np.float64)
     return [trace.scenario.tokens[i] for i in np.flatnonzero(topk.ties(index, k_of(trace)))]
+
+
+DROPPABLE = ("scores", "scaled", "capped", "biased", "masked", "exp", "weights")   # a head's query × key steps
+
+
+def dropped_cells(trace, step) -> np.ndarray | None:
+    """Where a head's query × key step has a key the causal mask lets the query see but the indexer
+    dropped, in the trace's layout (what the TUI dims); None for other steps and layers."""
+    if trace.scenario.sparse is None or step.head is None or step.kind not in DROPPABLE:
+        return None
+    selected = trace.rows("idx.selected") != 0
+    dropped = np.tri(*selected.shape, dtype=bool) & ~selected
+    return dropped.T if trace.columns else dropped

@@ -2,7 +2,12 @@
 scores' multiplier, a model's d_I^−½; 1 by hand) with `[weights] index_q`, `index_k` and the
 optional `index_w`, written like the layer's projections (rows: d_model × width; columns: the
 transpose). index_k's width is d_I; index_q holds H_I heads of d_I side by side; index_w one column
-per index head (absent: a single index head of weight 1). Every refusal is one line naming the field."""
+per index head (absent: a single index head of weight 1). Every refusal is one line naming the field.
+
+A checkpoint's layer (models/dsa_layer.py) gives what its indexer computed instead of the weights:
+`given = {q, k, w}` (token × H_I·d_I, token × d_I, token × H_I, with `rope = {dims, style}` saying
+how they were turned), or, for a GLM-5 layer that reuses the choice of the layer before it,
+`shared = {selected, layer}` (query × key, 0/1)."""
 from __future__ import annotations
 
 import math
@@ -12,7 +17,7 @@ import numpy as np
 from ...checks import kind, matrix, number, unknown
 from ...errors import ScenarioError
 
-KEYS = ("topk", "scale")
+KEYS = ("topk", "scale", "given", "rope", "shared")
 WEIGHTS = ("index_q", "index_k", "index_w")
 
 
@@ -28,15 +33,44 @@ def read(scenario, data: dict) -> dict:
     if not isinstance(section, dict):
         raise ScenarioError("sparse", f"expected a table with topk (the keys each query keeps), got {kind(section)}")
     unknown(section, KEYS, "sparse.")
-    if "index_q" not in weights or "index_k" not in weights:
+    made = "given" in section or "shared" in section
+    if not made and ("index_q" not in weights or "index_k" not in weights):
         raise ScenarioError("sparse", "expected weights.index_q and weights.index_k with [sparse]")
     if not (isinstance(scenario.mask, str) and scenario.mask == "causal"):
         got = scenario.mask if isinstance(scenario.mask, str) else "a matrix"
         raise ScenarioError("mask", f"expected causal with [sparse] (the indexer is causal), got {got}")
     if scenario.context is not None:
         raise ScenarioError("sparse", "expected no context with it (the indexer chooses among the tokens of x)")
-    return {"sparse": dict(topk=topk(section.get("topk"), "sparse.topk"), scale=_scale(section.get("scale", 1)),
-                           **_matrices(weights, scenario.d_model, scenario.layout))}
+    spec = dict(topk=topk(section.get("topk"), "sparse.topk"), scale=_scale(section.get("scale", 1)),
+                rope=section.get("rope"), shared=None, given=False)
+    if "shared" in section:
+        return {"sparse": {**spec, **_shared(section["shared"], scenario.n)}}
+    if "given" in section:
+        return {"sparse": {**spec, **_given(section["given"], scenario.n)}}
+    return {"sparse": {**spec, **_matrices(weights, scenario.d_model, scenario.layout)}}
+
+
+def _given(given, n: int) -> dict:
+    """A checkpoint's index queries, key and head weights, as its indexer computed them (rows)."""
+    if not isinstance(given, dict) or set(given) != {"q", "k", "w"}:
+        raise ScenarioError("sparse.given", f"expected a table of q, k and w, got {kind(given)}")
+    q, k, w = (np.asarray(matrix(given[key], f"sparse.given.{key}"), dtype=np.float64) for key in "qkw")
+    if not (len(q) == len(k) == len(w) == n) or q.shape[1] != k.shape[1] * w.shape[1]:
+        raise ScenarioError("sparse.given", f"expected q {n} × H·d_I, k {n} × d_I and w {n} × H; got "
+                            f"{q.shape}, {k.shape}, {w.shape}")
+    return dict(w_iq=None, w_ik=None, w_iw=None, heads=w.shape[1], d_index=k.shape[1], given=True,
+                arrays={"idx.q": q, "idx.k": k, "idx.w": w})
+
+
+def _shared(shared, n: int) -> dict:
+    """A layer without an indexer of its own: the choice of layer `layer` (query × key, 0/1)."""
+    if not isinstance(shared, dict) or set(shared) != {"selected", "layer"}:
+        raise ScenarioError("sparse.shared", f"expected a table of selected and layer, got {kind(shared)}")
+    m = matrix(shared["selected"], "sparse.shared.selected")
+    if m.shape != (n, n) or not np.isin(m, (0, 1)).all():
+        raise ScenarioError("sparse.shared.selected", f"expected a {n} × {n} matrix of 0/1 (query × key)")
+    return dict(w_iq=None, w_ik=None, w_iw=None, heads=0, d_index=0,
+                shared=dict(selected=m.astype(bool), layer=int(shared["layer"])))
 
 
 def run_check(scenario, k: int | None, mask) -> None:
@@ -48,6 +82,9 @@ def run_check(scenario, k: int | None, mask) -> None:
     if not (isinstance(mask, str) and mask == "causal"):
         got = mask if isinstance(mask, str) else "a matrix"
         raise ScenarioError("mask", f"expected causal with [sparse] (the indexer is causal), got {got}")
+    if k is not None and scenario.sparse["shared"] is not None:
+        raise ScenarioError("topk", f"this layer has no indexer: it reuses the choice of layer "
+                            f"{scenario.sparse['shared']['layer']}")
 
 
 def topk(value, field: str) -> int:

@@ -16,6 +16,26 @@ def _on(ctx) -> bool:
     return ctx.dims.of("indexer") is not None
 
 
+def _indexed(ctx) -> bool:
+    """An indexer of the layer's own (not a GLM-5 layer reusing the choice before it)."""
+    return _on(ctx) and ctx.dims.of("indexer")[3] != "shared"
+
+
+def _given(ctx) -> bool:
+    return ctx.dims.of("indexer")[3] == "given"
+
+
+def _turn(ctx) -> str:
+    """`RoPE(first 4, half pairs)` of a checkpoint's indexer, "" when it does not turn."""
+    r, style = ctx.dims.of("indexer")[4:6]
+    return f"RoPE (first {r} features, {style} pairs) of " if r else ""
+
+
+def _q_source(ctx) -> str:
+    """What index queries read: a checkpoint's compressed c_q (latent attention's), else x or N."""
+    return "c_q" if _given(ctx) and ctx.has("c_q") else source(ctx.present)
+
+
 def _x(ctx) -> str:
     return {"x": "X", "norm_in": "N"}[source(ctx.present)]
 
@@ -27,6 +47,8 @@ def _product(w: str):
 def _project(w_key: str, w_name: str, tail=lambda cell: ""):
     def explain(cell) -> str:
         w = cell.scenario.sparse[w_key]
+        if w is None:   # a checkpoint's: computed with the earlier blocks, its formula in the step's
+            return f"= {cell.f(cell.value)}   (the checkpoint's indexer: {cell.step.formula}){tail(cell)}"
         return cell.project(cell.rows(cell.step.inputs[0]), w, w_name, cell.token(cell.i)) + tail(cell)
     return explain
 
@@ -45,14 +67,16 @@ register(Kind(
     "idx.q", "Index queries", ("token", "index_feature"), "input",
     "The lightning indexer (DeepSeek V3.2, GLM-5) is a small, cheap attention of its own that decides which "
     "keys each query will read. Its queries: a few index heads of d_I numbers per token, side by side.",
-    formula=lambda ctx: f"idx.q = {_product('W_IQ')(ctx)}", explain=_project("w_iq", "W_IQ", _feature),
-    sources=_row, inputs=lambda ctx, h: [source(ctx.present)], present=_on, tip=PRODUCTS), after="k_pe")
+    formula=lambda ctx: (f"idx.q = {_turn(ctx)}C_Q·W_IQ" if _given(ctx) else f"idx.q = {_product('W_IQ')(ctx)}"),
+    explain=_project("w_iq", "W_IQ", _feature),
+    sources=_row, inputs=lambda ctx, h: [_q_source(ctx)], present=_indexed, tip=PRODUCTS), after="k_pe")
 
 register(Kind(
     "idx.k", "Index keys", ("token", "d_index"), "input",
     "One index key per token, shared by every index head (like multi-query attention's single key).",
-    formula=lambda ctx: f"idx.k = {_product('W_IK')(ctx)}", explain=_project("w_ik", "W_IK"),
-    sources=_row, inputs=lambda ctx, h: [source(ctx.present)], present=_on, tip=PRODUCTS), after="idx.q")
+    formula=lambda ctx: (f"idx.k = {_turn(ctx)}LayerNorm({_product('W_IK')(ctx)})" if _given(ctx)
+                         else f"idx.k = {_product('W_IK')(ctx)}"), explain=_project("w_ik", "W_IK"),
+    sources=_row, inputs=lambda ctx, h: [source(ctx.present)], present=_indexed, tip=PRODUCTS), after="idx.q")
 
 
 def _w_tail(cell) -> str:
@@ -63,9 +87,9 @@ def _w_tail(cell) -> str:
 register(Kind(
     "idx.w", "Index head weights", ("token", "index_head"), "input",
     "Each query weighs its index heads: the indexer's score of a key is the heads' votes added with these weights.",
-    formula=lambda ctx: f"idx.w = {_product('W_w')(ctx)}", explain=_project("w_iw", "W_w", _w_tail),
-    sources=_row, inputs=lambda ctx, h: [source(ctx.present)],
-    present=lambda ctx: _on(ctx) and ctx.dims.of("indexer")[2], tip=PRODUCTS), after="idx.k")
+    formula=lambda ctx: (f"idx.w = {_product('W_w')(ctx)} ÷ √H_I" if _given(ctx) else f"idx.w = {_product('W_w')(ctx)}"),
+    explain=_project("w_iw", "W_w", _w_tail), sources=_row, inputs=lambda ctx, h: [source(ctx.present)],
+    present=lambda ctx: _indexed(ctx) and ctx.dims.of("indexer")[2], tip=PRODUCTS), after="idx.k")
 
 
 def _scores_explain(cell) -> str:
@@ -98,12 +122,16 @@ register(Kind(
     "the key, a head that dislikes the key gives 0 (the ReLU), never a vote against, and the heads' votes are "
     "added with the query's weights.",
     formula=_scores_formula, explain=_scores_explain, sources=_scores_sources,
-    inputs=lambda ctx, h: ["idx.q", "idx.k"] + (["idx.w"] if ctx.dims.of("indexer")[2] else []), present=_on,
+    inputs=lambda ctx, h: ["idx.q", "idx.k"] + (["idx.w"] if ctx.dims.of("indexer")[2] else []), present=_indexed,
     tip="for each index head: the dot product of query and key, 0 if negative, times the head's weight; add them"),
     after="idx.w")
 
 
 def _selected_explain(cell) -> str:
+    shared = cell.scenario.sparse["shared"]
+    if shared is not None:
+        return (f"= {int(cell.value)}   (chosen by layer {shared['layer']}'s indexer: this layer has none and "
+                "reuses its choice)")
     index = cell.rows("idx.scores").astype(np.float64)
     keep = cell.rows("idx.selected") != 0
     return f"= {int(cell.value)}   ({topk.reason(index, keep, k_of(cell.trace), cell.i, cell.j, cell.f)})"
@@ -115,8 +143,9 @@ register(Kind(
     "then read only those: every other key is masked like a later token, so its weight is exactly 0.",
     formula=lambda ctx: "1 for the k best index scores of each query (all of them when it sees k or fewer), "
                         "else 0; equal scores go to the earlier key",
-    explain=_selected_explain, sources=lambda cell: whole_row("idx.scores", cell.i, cell.rows("idx.scores").shape[1]),
-    inputs=lambda ctx, h: ["idx.scores"], present=_on,
+    explain=_selected_explain, sources=lambda cell: {sid: [(cell.i, c) for c in range(cell.scenario.n)]
+                                                     for sid in cell.step.inputs},
+    inputs=lambda ctx, h: ["idx.scores"] if _indexed(ctx) else [], present=_on,
     tip="compare this key's index score with the k-th best of the row"), after="idx.scores")
 
 
@@ -127,6 +156,10 @@ def dropped(cell) -> str | None:
     i, j = cell.i, cell.j
     if j > i or cell.rows("idx.selected")[i, j]:
         return None
+    shared = cell.scenario.sparse["shared"]
+    if shared is not None:
+        return (f"= −∞   (layer {shared['layer']}'s indexer dropped key {cell.key_token(j)} for query "
+                f"{cell.token(i)}, and this layer reuses its choice; its weight will be exactly 0)")
     index = cell.rows("idx.scores").astype(np.float64)
     why = topk.reason(index, cell.rows("idx.selected") != 0, k_of(cell.trace), i, j, cell.f)
     return (f"= −∞   (the indexer dropped key {cell.key_token(j)} for query {cell.token(i)}: "

@@ -1,0 +1,91 @@
+"""DeepSeek Sparse Attention checkpoints traced (CONTRACT §18): `deepseek_v32` and `glm_moe_dsa` as
+`attnsim show --model` and `from_arrays(**layer_arrays(...))` read them, every layer against
+transformers' eager forward of the same tiny float64 checkpoint (tests/tiny_sparse.py): the heads'
+weights with exact zeros where the indexer did not choose the key, the attention's output, the
+indexer's choice (a GLM-5 shared layer: the choice of the layer before), the words that say so."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+import tiny_sparse as ts  # noqa: E402
+import tracer  # noqa: E402
+from tracer.models import layer_arrays  # noqa: E402
+from tracer.models.tokens import encode  # noqa: E402
+from tui.cli import main  # noqa: E402
+
+TEXT = "the cat sat on the mat and the dog sat on the log"
+
+
+@pytest.fixture(scope="module", params=["deepseek_v32", "glm_moe_dsa"])
+def checkpoint(request, tmp_path_factory):
+    """(family, folder, transformers' layers on TEXT), built once per family."""
+    name = request.param
+    folder = tmp_path_factory.mktemp(name)
+    model = ts.build(name, folder, seed=3)
+    ids, _ = encode(folder, TEXT, 64)
+    return name, folder, ts.run(model, ids)
+
+
+def _close(got, want, what, tol=2e-6):
+    """Within the float32 of transformers' norms, rotary tables and indexer (its model is float64)."""
+    want = np.asarray(want, dtype=np.float64)
+    assert got.shape == want.shape, f"{what}: shape {got.shape}, expected {want.shape}"
+    err = np.abs(got - want).max() / max(1.0, np.abs(want).max())
+    assert err < tol, f"{what}: relative error {err:.2e}"
+
+
+def test_every_layer_against_transformers(checkpoint):
+    name, folder, theirs = checkpoint
+    dropped = 0
+    for layer, want in enumerate(theirs):
+        trace = tracer.run(tracer.from_arrays(**layer_arrays(folder, TEXT, layer)))
+        weights = np.stack([trace.rows(f"h{h}.weights") for h in range(trace.heads)])
+        assert want["weights"].std() > 0.05, "heads too uniform to prove anything"
+        _close(weights, want["weights"], f"{name} layer {layer}: weights")
+        _close(trace.rows("out"), want["out"], f"{name} layer {layer}: out")
+        _close(trace.rows("x"), want["x"], f"{name} layer {layer}: x")
+        selected = trace.rows("idx.selected") != 0
+        seen = np.tri(len(selected), dtype=bool)
+        assert ((want["weights"] == 0) == ~selected[None]).all(), f"layer {layer}: zeros elsewhere than transformers'"
+        assert (weights[:, ~selected] == 0).all(), f"layer {layer}: a dropped key with a weight"
+        if "chosen" in want:
+            assert [set(np.flatnonzero(row)) for row in selected] == \
+                [c & set(range(t + 1)) for t, c in enumerate(want["chosen"])], f"layer {layer}: another choice"
+        dropped += int((seen & ~selected).sum())
+    assert dropped > 0, "the text is too short for the choice to matter"
+
+
+def test_a_shared_layer_reuses_the_choice_before_it(checkpoint):
+    name, folder, _ = checkpoint
+    if name != "glm_moe_dsa":
+        pytest.skip("only GLM-5's config shares an indexer (indexer_types)")
+    first, shared = (tracer.run(tracer.from_arrays(**layer_arrays(folder, TEXT, layer))) for layer in (0, 1))
+    np.testing.assert_array_equal(shared.rows("idx.selected"), first.rows("idx.selected"))
+    assert [s.id for s in shared.steps if s.id.startswith("idx.")] == ["idx.selected"]
+    assert "reuses layer 0's choice" in shared.scenario.description
+    i, j = np.argwhere(np.tri(shared.scenario.n, dtype=bool) & (shared.rows("idx.selected") == 0))[0]
+    told = shared.explain("h0.masked", i, j)
+    assert "= −∞   (layer 0's indexer dropped key " in told
+    assert told.endswith(", and this layer reuses its choice; its weight will be exactly 0)")
+    assert shared.explain("idx.selected", i, i).endswith("(chosen by layer 0's indexer: this layer has none and "
+                                                         "reuses its choice)")
+
+
+def test_show_model_prints_the_indexer_and_its_reasons(checkpoint, capsys):
+    name, folder, _ = checkpoint
+    code = main(["show", "--model", str(folder), "--text", TEXT, "--layer", "2", "--step", "idx.scores",
+                 "--step", "idx.selected"])
+    out = capsys.readouterr().out
+    assert code == 0 and "idx.scores  Index scores" in out and "idx.selected  Keys selected" in out
+    trace = tracer.run(tracer.from_arrays(**layer_arrays(folder, TEXT, 2)))
+    assert "its lightning indexer (8 index heads of 8) keeps each query's top 5 keys" in trace.scenario.description
+    assert trace.step("idx.q").formula == f"idx.q = RoPE (first 4 features, {'half' if name == 'deepseek_v32' else 'interleaved'} pairs) of C_Q·W_IQ"
+    assert trace.step("idx.q").inputs == ("c_q",)
+    assert trace.explain("idx.selected", 9, 9).split("   (")[1].startswith(("kept: index score", "dropped: index score"))
+    for sid in ("idx.q", "idx.k", "idx.w", "idx.scores", "idx.selected", "h0.masked", "h0.weights"):
+        rows, cols = trace[sid].shape
+        assert all(trace.explain(sid, r, c).startswith(sid + "[") for r in range(rows) for c in range(cols))
