@@ -11,6 +11,7 @@ import tracer
 from tracer.labels import axis_title, step_labels
 from tracer.step_notes import notes
 from tracer.printing import fractions_for, tolerance
+from tracer.mechanisms.indexer.compute import dropped_cells
 
 from ..commands import StepCommands
 from ..messages import Compiling, GoTo
@@ -123,7 +124,7 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
         axes = " × ".join(axis_title(axis, step.kind) for axis in step.axes)
         current.show(trace[step_id], *step_labels(trace, step),
                      title=f"{step_id}  {axes}", fractions=self.written_fractions(),
-                     tol=self._tol(), cursor=self.cell, hidden=self.hidden(step_id))
+                     tol=self._tol(), cursor=self.cell, hidden=self.hidden(step_id), dimmed=dropped_cells(trace, step))
         if self.sheet:
             self._fill_sheet()
         self.query_one(StepList).show(head_steps(trace, self.head), step_id, self.head, trace.heads)
