@@ -89,3 +89,22 @@ def test_show_model_prints_the_indexer_and_its_reasons(checkpoint, capsys):
     for sid in ("idx.q", "idx.k", "idx.w", "idx.scores", "idx.selected", "h0.masked", "h0.weights"):
         rows, cols = trace[sid].shape
         assert all(trace.explain(sid, r, c).startswith(sid + "[") for r in range(rows) for c in range(cols))
+
+
+def test_the_model_view_names_the_indexer_and_sees_its_zeros(checkpoint, capsys):
+    """`attnsim model`: each layer's kind says top-k and where the choice comes from; its cache
+    counts the indexer's key on a full layer; the heads' matrices are the traced layer's."""
+    name, folder, theirs = checkpoint
+    assert main(["model", str(folder), "--text", TEXT]) == 0
+    out = capsys.readouterr().out
+    kinds = [line.split(" · ")[1] for line in out.splitlines() if line.startswith("layer ")]
+    shared = "latent, top-k 5 (shared from layer 0)"
+    assert kinds == ["latent, top-k 5 (indexer)", shared if name == "glm_moe_dsa" else "latent, top-k 5 (indexer)",
+                     "latent, top-k 5 (indexer)"]
+    per_token = [line.split(" · ")[3] for line in out.splitlines() if line.startswith("layer ")]
+    assert per_token[0].startswith("keeps 18 numbers a token")   # latent 6 + k_pe 4 + the indexer's key 8
+    if name == "glm_moe_dsa":
+        assert per_token[1].startswith("keeps 10 numbers a token")
+    view = tracer.model_view(str(folder), TEXT)
+    for row, want in zip(view.layers, theirs):   # 14 tokens: each tile is the whole matrix
+        _close(np.asarray(row.tiles, dtype=np.float64), want["weights"], f"{name} layer {row.layer}: the view's tiles")
