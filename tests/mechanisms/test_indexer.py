@@ -187,3 +187,22 @@ def test_generated_layers_keep_at_most_k_earlier_keys_as_numpy_does(n, k, heads,
     if k >= n:   # every earlier key kept: dense causal attention
         dense = tracer.run(tracer.from_arrays(x, w_q, w_k, w_v, mask="causal"))
         np.testing.assert_allclose(trace.rows("h0.z"), dense.rows("h0.z"), rtol=1e-12, atol=1e-15)
+
+
+def test_a_large_indexer_runs_compiled_and_chooses_the_same(monkeypatch):
+    """Above LARGE cells the compiled kernel scores and chooses (no heads × n × n array): the same
+    scores and keys as the NumPy formula, ties at the bar included (integers make many)."""
+    from tracer.mechanisms.indexer import compute
+    rng = np.random.default_rng(0)   # three queries with a tie at the 3rd best
+    x = rng.integers(-2, 3, size=(12, 4)).astype(float)
+    keys = dict(sparse=dict(topk=3, scale=0.5), index_q=rng.integers(-1, 2, size=(4, 6)).astype(float),
+                index_k=rng.integers(-1, 2, size=(4, 2)).astype(float), index_w=rng.integers(-1, 2, size=(4, 3)).astype(float))
+    sc = tracer.from_arrays(x, np.eye(4)[:, :2], np.eye(4)[:, :2], np.eye(4)[:, :2], **keys)
+    small = tracer.run(sc)
+    monkeypatch.setattr(compute, "LARGE", 0)
+    large = tracer.run(tracer.from_arrays(x, np.eye(4)[:, :2], np.eye(4)[:, :2], np.eye(4)[:, :2], **keys))
+    np.testing.assert_allclose(large.rows("idx.scores"), small.rows("idx.scores"), rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(large.rows("idx.selected"), small.rows("idx.selected"))
+    assert (small.rows("idx.selected").sum(axis=1) == np.minimum(np.arange(1, 13), 3)).all()
+    from tracer.mechanisms.indexer import topk
+    assert topk.ties(small.rows("idx.scores"), 3).any()

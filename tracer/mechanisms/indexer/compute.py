@@ -7,6 +7,8 @@ import numpy as np
 
 from . import scores, topk
 
+LARGE = 1 << 22   # index heads · n² from which the compiled kernel scores and chooses (NumPy below)
+
 
 def k_of(trace) -> int:
     """The keys each query keeps: `--set topk=K` (the run's arithmetic), else the scenario's."""
@@ -29,8 +31,16 @@ def arrays(x: np.ndarray, spec: dict, k: int, c_q: np.ndarray | None = None) -> 
     else:
         q, key = (x if c_q is None else c_q) @ spec["w_iq"], x @ spec["w_ik"]
         w = np.ones((n, 1)) if spec["w_iw"] is None else x @ spec["w_iw"]
-    index = scores.index_scores(q.reshape(n, spec["heads"], spec["d_index"]), key, w, spec["scale"], scores.causal(n))
-    got = {"idx.q": q, "idx.k": key, "idx.scores": index, "idx.selected": topk.select(index, k).astype(np.float64)}
+    q3 = q.reshape(n, spec["heads"], spec["d_index"])
+    if spec["heads"] * n * n < LARGE:
+        index = scores.index_scores(q3, key, w, spec["scale"], scores.causal(n))
+        keep = topk.select(index, k)
+    else:   # compiled, a block of queries at a time: no index heads × n × n array (kernels/indexer.py)
+        from ...kernels import indexer as kernel
+        c = np.ascontiguousarray
+        index, chosen = kernel.index_topk(c(q3), c(key), c(w), np.arange(1, n + 1), k, spec["scale"], True)
+        keep = kernel.selected(chosen, n)
+    got = {"idx.q": q, "idx.k": key, "idx.scores": index, "idx.selected": keep.astype(np.float64)}
     if spec["w_iw"] is not None or spec["given"]:
         got["idx.w"] = w
     return got
