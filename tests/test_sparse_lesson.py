@@ -24,10 +24,11 @@ def _mul(a, b):
     return [[sum(a[i][t] * b[t][j] for t in range(len(b))) for j in range(len(b[0]))] for i in range(len(a))]
 
 
-def worked() -> dict:
+def worked(lesson: dict = LESSON) -> dict:
     """Every step by hand, in Fractions: the indexer (one head), the choice, the head's 3^x
-    softmax (by-hand: ⌊s ÷ round(√1)⌋ = s) over the kept keys, and dense attention beside it."""
-    w, x, k_top = LESSON["weights"], _mat(LESSON["x"]), LESSON["sparse"]["topk"]
+    softmax (by-hand: ⌊s ÷ round(√1)⌋ = s) over the kept keys, and dense attention beside it
+    (`lesson`: the scenario file's document, or a classroom sheet's with the same shapes)."""
+    w, x, k_top = lesson["weights"], _mat(lesson["x"]), lesson["sparse"]["topk"]
     iq, ik, iw = (_mul(x, _mat(w[name])) for name in ("index_q", "index_k", "index_w"))
     index = [[iw[t][0] * max(iq[t][0] * ik[s][0], F(0)) if s <= t else None for s in range(N)] for t in range(N)]
     keep = []

@@ -206,3 +206,24 @@ def test_a_large_indexer_runs_compiled_and_chooses_the_same(monkeypatch):
     assert (small.rows("idx.selected").sum(axis=1) == np.minimum(np.arange(1, 13), 3)).all()
     from tracer.mechanisms.indexer import topk
     assert topk.ties(small.rows("idx.scores"), 3).any()
+
+
+def test_a_class_on_sparse_topk_gets_sheets_whose_choice_rests_on_no_tie(tmp_path, monkeypatch):
+    """`attnsim class make sparse_topk`: every sheet is the lesson with numbers of its own, worked
+    in Fractions here; no query's choice rests on how a tie is broken, and some query drops a key."""
+    from tracer.classroom import printing
+    from tracer.classroom.make import make_class
+    monkeypatch.setattr(printing, "write_pdf", lambda path, pages: path.write_bytes(b"%PDF-"))
+    folder = make_class("sparse_topk", 4, tmp_path / "class", seed=11).folder
+    for student in json.loads((folder / "key.json").read_text(encoding="utf-8"))["students"]:
+        doc = tomllib.loads((folder / f"{student['id']}.toml").read_text(encoding="utf-8"))
+        assert doc["sparse"] == {"topk": 2} and doc["mask"] == "causal"
+        got = worked(doc)
+        for t, row in enumerate(got["index"]):
+            ranked = sorted((v for v in row if v is not None), reverse=True)
+            assert len(ranked) <= 2 or ranked[1] > ranked[2], (student["id"], t, ranked)
+        assert any(len(keep) < t + 1 for t, keep in enumerate(got["keep"])), student["id"]
+        cells = student["cells"]
+        assert [[F(v) for v in row] for row in cells["h0.weights"]] == got["sparse"]
+        assert [[int(v) for v in row] for row in cells["idx.selected"]] == \
+            [[int(s in keep) for s in range(N)] for keep in got["keep"]]

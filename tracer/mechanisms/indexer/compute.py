@@ -74,6 +74,17 @@ def ties(trace) -> list[str]:
     return [trace.scenario.tokens[i] for i in np.flatnonzero(topk.ties(index, k_of(trace)))]
 
 
+def unsettled(trace) -> int:
+    """How far a classroom sheet is from one the indexer teaches on: the queries with a tie at the
+    k-th best (their answer would rest on how ties are broken), plus 1 when no query drops a key it
+    could see (nothing to compare with dense attention)."""
+    if "idx.scores" not in trace:
+        return 0
+    index, kept = trace.rows("idx.scores").astype(np.float64), trace.rows("idx.selected") != 0
+    drops = (np.isfinite(index) & ~kept).any()
+    return int(topk.ties(index, k_of(trace)).sum()) + (0 if drops else 1)
+
+
 DROPPABLE = ("scores", "scaled", "capped", "biased", "masked", "exp", "weights")   # a head's query × key steps
 
 
