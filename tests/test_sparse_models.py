@@ -108,3 +108,15 @@ def test_the_model_view_names_the_indexer_and_sees_its_zeros(checkpoint, capsys)
     view = tracer.model_view(str(folder), TEXT)
     for row, want in zip(view.layers, theirs):   # 14 tokens: each tile is the whole matrix
         _close(np.asarray(row.tiles, dtype=np.float64), want["weights"], f"{name} layer {row.layer}: the view's tiles")
+
+
+def test_a_model_in_memory_is_traced_the_same(checkpoint):
+    """tracer.from_transformers on the model object: the same layer as from its folder."""
+    name, folder, theirs = checkpoint
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64, attn_implementation="eager",
+                                                              experts_implementation="eager")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    trace = tracer.run(tracer.from_transformers(model, tokenizer, TEXT, layer=2))
+    weights = np.stack([trace.rows(f"h{h}.weights") for h in range(trace.heads)])
+    _close(weights, theirs[2]["weights"], f"{name} layer 2 from memory: weights")
+    assert "idx.selected" in trace
