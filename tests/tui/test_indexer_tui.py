@@ -2,6 +2,7 @@
 dropped drawn dim with a `·` on a head's weights, and the cell panel saying why a key was dropped."""
 from tui.widgets.cell_info import CellInfo
 from tui.widgets.matrix import MatrixView
+from tui.widgets.mini_heat import MiniHeat
 
 from tui_helpers import go_to, opened, pilot_test, screen_text, settle
 
@@ -35,3 +36,41 @@ async def test_the_indexers_steps_are_listed_and_explained():
         assert "dropped: index score 0 ranks 3 of 4, below the 2nd best, 1" in story, story
         listed = screen_text(app)
         assert all(sid in listed for sid in ("idx.q", "idx.k", "idx.w", "idx.scores", "idx.selected")), listed
+
+
+TWO_HEADS = """mask = "causal"
+tokens = ["<s>", "the", "cat", "sat"]
+x = [[0, 0, 1], [0, 0, 0], [0, 1, 0], [1, 0, 0]]
+[sparse]
+topk = 2
+[weights]
+q = [[[2], [0], [0]], [[0], [1], [0]]]
+k = [[[0], [1], [0]], [[1], [0], [0]]]
+v = [[[1, 0], [0, 1], [1, 1]], [[1, 0], [0, 1], [1, 1]]]
+index_q = [[1], [1], [1]]
+index_k = [[-1], [2], [1]]
+index_w = [[1], [1], [1]]
+"""
+
+
+def test_the_heads_overview_draws_dropped_keys_as_the_background(tmp_path):
+    path = tmp_path / "two_heads.toml"
+    path.write_text(TWO_HEADS, encoding="utf-8")
+    _overview(str(path))
+
+
+@pilot_test
+async def _overview(path: str):
+    async with opened(path, size=(160, 50)) as (app, pilot):
+        await pilot.press("m")
+        await settle(pilot)
+        tile = app.screen.query(MiniHeat)[0]
+        for _ in range(100):   # drawn by a worker
+            if "top-2" in str(tile.border_subtitle):
+                break
+            await pilot.pause(0.05)
+        assert "top-2" in str(tile.border_subtitle)
+        # rows <s>, the | cat, sat (sparse_topk's choice): cat and sat dropped the (column 1), sat itself
+        # (column 3, the lower half of the second line)
+        lines = tile.render().plain.splitlines()
+        assert lines == ["▀▀▀▀", "▀ ▀▀"], lines
