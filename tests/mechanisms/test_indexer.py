@@ -227,3 +227,23 @@ def test_a_class_on_sparse_topk_gets_sheets_whose_choice_rests_on_no_tie(tmp_pat
         assert [[F(v) for v in row] for row in cells["h0.weights"]] == got["sparse"]
         assert [[int(v) for v in row] for row in cells["idx.selected"]] == \
             [[int(s in keep) for s in range(N)] for keep in got["keep"]]
+
+
+def _group(svg: str, gid: str) -> str:
+    """The SVG text of group `gid` (matplotlib nests no group inside these)."""
+    start = svg.index(f'id="{gid}"')
+    return svg[start:svg.index("</g>", start)]
+
+
+@pytest.mark.parametrize("layout", ["rows", "columns"])
+def test_the_pictures_show_the_choice(capsys, tmp_path, layout):
+    """heatmap of idx.scores: the 7 kept cells framed; lines: the 3 dropped keys dotted, not left out."""
+    pytest.importorskip("matplotlib")
+    for figure, step in (("heatmap", "idx.scores"), ("lines", "h0.weights")):
+        out = tmp_path / f"{figure}.svg"
+        assert cli(capsys, "export", "sparse_topk", "-o", str(out), "--figure", figure, "--step", step,
+                   "--set", f"layout={layout}")[0] == 0
+    kept = _group((tmp_path / "heatmap.svg").read_text(encoding="utf-8"), "idx.kept")
+    assert kept.count("<path") == 7
+    dropped = _group((tmp_path / "lines.svg").read_text(encoding="utf-8"), "h0.weights.dropped")
+    assert dropped.count("<path") == 3 and "stroke-dasharray" in dropped
