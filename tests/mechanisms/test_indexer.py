@@ -75,7 +75,7 @@ def test_the_explanations_say_why_a_key_was_kept_or_dropped():
                                            "will be exactly 0)")
     assert t.explain("h0.masked", 1, 3).endswith("(key sat comes after query the: masked)")
     assert t.explain("h0.weights", 3, 2).endswith("= 9 ÷ 10 = 9/10 ≈ 0.9   (dense attention would give 3/4: the 2 "
-                                                 "kept keys held 5/6 of the powers, and now share all of it: 3/4 ÷ 5/6)")
+                                                 "kept keys held 5/6 of the powers, and now share all of it: 3/4 ÷ (5/6))")
     assert t.explain("h0.weights", 3, 1).endswith("(dropped by the indexer: dense attention would give 1/12)")
     assert t.explain("h0.weights", 1, 0).endswith("(how much the attends to <s>)")   # it dropped nothing
     assert "idx.selected" in t.step("h0.masked").formula
@@ -247,3 +247,31 @@ def test_the_pictures_show_the_choice(capsys, tmp_path, layout):
     assert kept.count("<path") == 7
     dropped = _group((tmp_path / "lines.svg").read_text(encoding="utf-8"), "h0.weights.dropped")
     assert dropped.count("<path") == 3 and "stroke-dasharray" in dropped
+
+
+@pytest.mark.parametrize("sparse, message", [
+    (dict(topk=True), r"^sparse\.topk: expected a whole number ≥ 1 \(the keys each query keeps\), got a boolean"),
+    (dict(topk=2.5), r"^sparse\.topk: expected a whole number ≥ 1"),
+    (dict(topk=2, scale=0), r"^sparse\.scale: expected a finite number > 0"),
+    (dict(topk=2, top=3), r"^sparse\.top: unknown field"),
+    (dict(topk=2, rope=dict(dims=4, style="sideways")), r"^sparse\.rope: expected \{dims"),
+    (dict(topk=2, shared=dict(selected=np.eye(4), layer=-1)), r"^weights\.index_q: expected no index weights"),
+])
+def test_bad_sparse_keys_are_refused_naming_them(sparse, message):
+    w = LESSON["weights"]
+    with pytest.raises(tracer.ScenarioError, match=message):
+        tracer.from_arrays(LESSON["x"], w["q"], w["k"], w["v"], sparse=sparse, index_q=w["index_q"],
+                           index_k=w["index_k"])
+
+
+def test_a_shared_choice_is_checked():
+    w = LESSON["weights"]
+    layer = lambda **shared: tracer.from_arrays(LESSON["x"], w["q"], w["k"], w["v"],  # noqa: E731
+                                                sparse=dict(topk=2, shared=shared))
+    with pytest.raises(tracer.ScenarioError, match=r"^sparse\.shared\.layer: expected the layer"):
+        layer(selected=np.tri(4), layer=-1)
+    with pytest.raises(tracer.ScenarioError, match=r"^sparse\.shared\.selected: expected a 4 × 4 matrix of 0/1"):
+        layer(selected=np.full((4, 4), 2), layer=0)
+    trace = tracer.run(layer(selected=np.eye(4), layer=0))   # each query keeps itself only
+    np.testing.assert_array_equal(trace.rows("h0.weights"), np.eye(4))
+    assert [s.id for s in trace.steps if s.id.startswith("idx.")] == ["idx.selected"]

@@ -21,7 +21,7 @@ def latent_axes(dims: Dims) -> dict:
 
 def index_axes(dims: Dims) -> dict:
     """The axes of the lightning indexer's steps (0 without it)."""
-    heads, d_index = (dims.of("indexer") or (0, 0))[:2]
+    heads, d_index = (dims.of("indexer") or (0, 0))[:2]   # mechanisms/indexer/compute.Shape
     return dict(index_feature=heads * d_index, d_index=d_index, index_head=heads)
 
 

@@ -6,16 +6,8 @@ from __future__ import annotations
 
 from ..declaration import Mechanism
 from . import steps  # noqa: F401  (registers its kinds)
-from .compute import mode
+from .compute import shape
 from .reader import KEYS, WEIGHTS, read
-
-
-def _dims(sc) -> tuple:
-    """What a plan depends on: the index heads, d_I, whether W_w is given (its step idx.w)."""
-    sp = sc.sparse
-    rope = sp["rope"] or {}
-    return sp["heads"], sp["d_index"], sp["w_iw"] is not None or sp["given"], mode(sp), rope.get("dims", 0), \
-        rope.get("style", "")
 
 
 def _arrays(sc) -> dict:
@@ -56,7 +48,7 @@ def _said(arrays: dict):
 # the heads, its choice hiding the other keys from every head (the trace's allowed matrix)
 DECLARATION = Mechanism(
     "indexer", "a lightning indexer", field="sparse", label="[sparse]", keys=("sparse",), weight_keys=WEIGHTS,
-    arguments={"sparse": "sparse", **{key: f"weights.{key}" for key in WEIGHTS}}, read=read, dims=_dims,
+    arguments={"sparse": "sparse", **{key: f"weights.{key}" for key in WEIGHTS}}, read=read, dims=lambda sc: shape(sc.sparse),
     arrays=_arrays, given=_given, symbols={"weights.index_q": "W_IQ", "weights.index_k": "W_IK", "weights.index_w": "W_w"},
     describe=_describe, describe_key="sparse",
     given_words=lambda sc: f"the indexer keeps each query's {sc.sparse['topk']} best keys",

@@ -3,11 +3,29 @@ head weights, scores and choice (scores.py and topk.py, in float64 whatever the 
 choice must not depend on rounding), and the heads' mask, the causal one with the dropped keys hidden."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from . import scores, topk
 
 LARGE = 1 << 22   # index heads · n² from which the compiled kernel scores and chooses (NumPy below)
+
+
+class Shape(NamedTuple):
+    """What a plan depends on of an indexer (Dims.of("indexer"))."""
+    heads: int          # index heads H_I (0: a shared layer's, which has none)
+    d_index: int        # d_I
+    weighted: bool      # idx.w is a step (W_w given, or a checkpoint's head weights)
+    mode: str           # "weights" (written by hand), "given" (a checkpoint's), "shared"
+    rope_dims: int      # a checkpoint's turned features (0: none)
+    rope_style: str     # their pairs: "half" or "interleaved"
+
+
+def shape(spec: dict) -> Shape:
+    rope = spec["rope"] or {}
+    return Shape(spec["heads"], spec["d_index"], spec["w_iw"] is not None or spec["given"], mode(spec),
+                 rope.get("dims", 0), rope.get("style", ""))
 
 
 def k_of(trace) -> int:

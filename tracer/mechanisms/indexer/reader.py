@@ -41,13 +41,27 @@ def read(scenario, data: dict) -> dict:
         raise ScenarioError("mask", f"expected causal with [sparse] (the indexer is causal), got {got}")
     if scenario.context is not None:
         raise ScenarioError("sparse", "expected no context with it (the indexer chooses among the tokens of x)")
+    if made and any(key in weights for key in WEIGHTS):
+        raise ScenarioError(f"weights.{next(key for key in WEIGHTS if key in weights)}", "expected no index weights "
+                            "beside sparse.given or sparse.shared (the indexer's parts come from one place)")
     spec = dict(topk=topk(section.get("topk"), "sparse.topk"), scale=_scale(section.get("scale", 1)),
-                rope=section.get("rope"), shared=None, given=False)
+                rope=_rope(section.get("rope")), shared=None, given=False)
     if "shared" in section:
         return {"sparse": {**spec, **_shared(section["shared"], scenario.n)}}
     if "given" in section:
         return {"sparse": {**spec, **_given(section["given"], scenario.n)}}
     return {"sparse": {**spec, **_matrices(weights, scenario.d_model, scenario.layout)}}
+
+
+def _rope(rope) -> dict | None:
+    """How a checkpoint's index queries and key were turned, in words: {dims, style}."""
+    if rope is None:
+        return None
+    if not (isinstance(rope, dict) and set(rope) == {"dims", "style"} and isinstance(rope["dims"], int)
+            and not isinstance(rope["dims"], bool) and rope["dims"] >= 0 and rope["style"] in ("half", "interleaved")):
+        raise ScenarioError("sparse.rope", f"expected {{dims = r ≥ 0, style = \"half\" or \"interleaved\"}}, got "
+                            f"{kind(rope)}")
+    return dict(rope)
 
 
 def _given(given, n: int) -> dict:
@@ -69,8 +83,10 @@ def _shared(shared, n: int) -> dict:
     m = matrix(shared["selected"], "sparse.shared.selected")
     if m.shape != (n, n) or not np.isin(m, (0, 1)).all():
         raise ScenarioError("sparse.shared.selected", f"expected a {n} × {n} matrix of 0/1 (query × key)")
-    return dict(w_iq=None, w_ik=None, w_iw=None, heads=0, d_index=0,
-                shared=dict(selected=m.astype(bool), layer=int(shared["layer"])))
+    layer = shared["layer"]
+    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or layer < 0:
+        raise ScenarioError("sparse.shared.layer", f"expected the layer whose choice it reuses (≥ 0), got {kind(layer)}")
+    return dict(w_iq=None, w_ik=None, w_iw=None, heads=0, d_index=0, shared=dict(selected=m.astype(bool), layer=int(layer)))
 
 
 def run_check(scenario, k: int | None, mask) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...printing import divisor
 from ...steps.base import Kind, register
 from ...steps.cell import whole_row
 from ...steps.inputs import PRODUCTS
@@ -18,17 +19,17 @@ def _on(ctx) -> bool:
 
 def _indexed(ctx) -> bool:
     """An indexer of the layer's own (not a GLM-5 layer reusing the choice before it)."""
-    return _on(ctx) and ctx.dims.of("indexer")[3] != "shared"
+    return _on(ctx) and ctx.dims.of("indexer").mode != "shared"
 
 
 def _given(ctx) -> bool:
-    return ctx.dims.of("indexer")[3] == "given"
+    return ctx.dims.of("indexer").mode == "given"
 
 
 def _turn(ctx) -> str:
-    """`RoPE(first 4, half pairs)` of a checkpoint's indexer, "" when it does not turn."""
-    r, style = ctx.dims.of("indexer")[4:6]
-    return f"RoPE (first {r} features, {style} pairs) of " if r else ""
+    """`RoPE (first 4 features, half pairs) of ` a checkpoint's indexer, "" when it does not turn."""
+    shape = ctx.dims.of("indexer")
+    return f"RoPE (first {shape.rope_dims} features, {shape.rope_style} pairs) of " if shape.rope_dims else ""
 
 
 def _q_source(ctx) -> str:
@@ -89,7 +90,7 @@ register(Kind(
     "Each query weighs its index heads: the indexer's score of a key is the heads' votes added with these weights.",
     formula=lambda ctx: (f"idx.w = {_product('W_w')(ctx)} ÷ √H_I" if _given(ctx) else f"idx.w = {_product('W_w')(ctx)}"),
     explain=_project("w_iw", "W_w", _w_tail), sources=_row, inputs=lambda ctx, h: [source(ctx.present)],
-    present=lambda ctx: _indexed(ctx) and ctx.dims.of("indexer")[2], tip=PRODUCTS), after="idx.k")
+    present=lambda ctx: _indexed(ctx) and ctx.dims.of("indexer").weighted, tip=PRODUCTS), after="idx.k")
 
 
 def _scores_explain(cell) -> str:
@@ -101,8 +102,8 @@ def _scores_explain(cell) -> str:
 
 
 def _scores_formula(ctx) -> str:
-    heads = ctx.dims.of("indexer")[0]
-    w = "w[t,h]·" if ctx.dims.of("indexer")[2] else ""
+    heads = ctx.dims.of("indexer").heads
+    w = "w[t,h]·" if ctx.dims.of("indexer").weighted else ""
     return (f"I[t,s] = Σ_h {w}ReLU(q[t,h]·k[s])·scale over the {heads} index head{'s' if heads != 1 else ''}, "
             "for s ≤ t (−∞ for a later key)")
 
@@ -122,7 +123,8 @@ register(Kind(
     "the key, a head that dislikes the key gives 0 (the ReLU), never a vote against, and the heads' votes are "
     "added with the query's weights.",
     formula=_scores_formula, explain=_scores_explain, sources=_scores_sources,
-    inputs=lambda ctx, h: ["idx.q", "idx.k"] + (["idx.w"] if ctx.dims.of("indexer")[2] else []), present=_indexed,
+    inputs=lambda ctx, h: ["idx.q", "idx.k"] + (["idx.w"] if ctx.dims.of("indexer").weighted else []),
+    present=_indexed,
     tip="for each index head: the dot product of query and key, 0 if negative, times the head's weight; add them"),
     after="idx.w")
 
@@ -181,4 +183,4 @@ def dense(cell) -> str:
         return f"   (dropped by the indexer: dense attention would give {cell.f(weight)})"
     many = int(keep.sum())
     return (f"   (dense attention would give {cell.f(weight)}: the {many} kept key{'s' if many != 1 else ''} held "
-            f"{cell.f(share)} of the powers, and now share all of it: {cell.f(weight)} ÷ {cell.f(share)})")
+            f"{cell.f(share)} of the powers, and now share all of it: {cell.f(weight)} ÷ {divisor(cell.f(share))})")
