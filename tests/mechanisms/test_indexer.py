@@ -64,7 +64,10 @@ def test_under_exact_the_same_keys_and_e_powers():
 def test_the_explanations_say_why_a_key_was_kept_or_dropped():
     t = tracer.run("sparse_topk")
     assert t.explain("idx.scores", 3, 3) == ("idx.scores[query sat, key sat] = 1·ReLU(−1) = 0 = 0   (index head 0 "
-                                            "disagrees: cut to 0, not a vote against)")
+                                            "disagrees: cut to 0, not a vote against)   (dropped: the 2nd best of "
+                                            "query sat is 1)")
+    assert t.explain("idx.scores", 3, 2).endswith("= 2   (kept: the 2nd best of query sat is 1)")
+    assert t.explain("idx.scores", 1, 0).endswith("(kept: query the sees no more than k = 2 keys)")
     assert t.explain("idx.scores", 1, 3).endswith("= −∞   (key sat comes after query the: the indexer is causal)")
     assert t.explain("idx.selected", 3, 2).endswith("= 1   (kept: index score 2 ranks 1 of 4, within the top k = 2 "
                                                    "(the 2nd best is 1))")
@@ -177,8 +180,10 @@ def test_generated_layers_keep_at_most_k_earlier_keys_as_numpy_does(n, k, heads,
     rng = np.random.default_rng(seed)
     x, w_q, w_k, w_v = rng.normal(size=(n, 3)), rng.normal(size=(3, 2)), rng.normal(size=(3, 2)), rng.normal(size=(3, 2))
     iq, ik, iw = rng.normal(size=(3, 2 * heads)), rng.normal(size=(3, 2)), rng.normal(size=(3, heads))
-    trace = tracer.run(tracer.from_arrays(x, w_q, w_k, w_v, sparse=dict(topk=k), index_q=iq, index_k=ik, index_w=iw))
+    sc = tracer.from_arrays(x, w_q, w_k, w_v, sparse=dict(topk=k), index_q=iq, index_k=ik, index_w=iw)
+    trace = tracer.run(sc)
     kept, weights = reference(x, w_q, w_k, w_v, iq, ik, iw, k)
+    np.testing.assert_allclose(tracer.attention(sc), weights @ (x @ w_v), rtol=1e-12, atol=1e-14)   # no trace
     selected = trace.rows("idx.selected") != 0
     np.testing.assert_array_equal(selected, kept)
     assert not np.triu(selected, 1).any() and (selected.sum(axis=1) <= k).all()

@@ -98,7 +98,13 @@ def _scores_explain(cell) -> str:
     if s > t:
         return f"= −∞   (key {cell.key_token(s)} comes after query {cell.token(t)}: the indexer is causal)"
     q, k, w = row_parts(cell.trace)
-    return scores.story(q, k, w, cell.scenario.sparse["scale"], t, s, cell.f).replace("-", "−")
+    told = scores.story(q, k, w, cell.scenario.sparse["scale"], t, s, cell.f).replace("-", "−")
+    index, top = cell.rows("idx.scores").astype(np.float64), k_of(cell.trace)
+    if np.isfinite(index[t]).sum() <= top:
+        return told + f"   (kept: query {cell.token(t)} sees no more than k = {top} keys)"
+    bar = topk.kth_best(index[t:t + 1], top)[0]
+    fate = "kept" if cell.rows("idx.selected")[t, s] else "dropped"
+    return told + f"   ({fate}: the {topk.nth(top)} best of query {cell.token(t)} is {cell.f(bar)})"
 
 
 def _scores_formula(ctx) -> str:
