@@ -74,3 +74,15 @@ async def _overview(path: str):
         # (column 3, the lower half of the second line)
         lines = tile.render().plain.splitlines()
         assert lines == ["▀▀▀▀", "▀ ▀▀"], lines
+
+
+@pilot_test
+async def test_enter_on_the_choice_opens_the_heads_weights_at_that_cell():
+    async with opened("sparse_topk", size=(160, 50)) as (app, pilot):
+        await go_to(pilot, "idx.selected")
+        await pilot.press("down", "down", "down", "right")   # sat dropped the
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.screen.step_id == "h0.weights" and app.screen.cell == (3, 1)
+        story = " ".join(str(app.screen.query_one(CellInfo).render()).split())
+        assert "dropped by the indexer" in story, story

@@ -8,6 +8,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 
 import tracer
+from tracer.ids import step_id
 from tracer.labels import axis_title, step_labels
 from tracer.step_notes import notes
 from tracer.printing import fractions_for, tolerance
@@ -60,6 +61,8 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
         Binding("c", "compare", "compare", show=False, tooltip="two heads side by side: the same step of the "
                 "next head beside this one"),
         Binding("m", "heads", "heads", tooltip="heads overview: every head's weights at a glance; enter opens one"),
+        Binding("enter", "why", "why", show=False, tooltip="on idx.scores or idx.selected (a lightning indexer's "
+                "choice): the head's weights at the same query and key"),
         Binding("M", "model", "model", tooltip="model view: every layer and head of the checkpoint, each layer's kind "
                 "and memory, each head's role scores; enter opens one"),
         Binding("ctrl+r", "reveal", "reveal", show=False, tooltip="quiz: reveal the cell (counted as revealed)"),
@@ -203,6 +206,11 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
     def on_key(self, event) -> None:
         self.query_one(StatusBar).fade()   # before the key's action, which may say something new
         self.quiz_key(event)
+
+    def action_why(self) -> None:
+        """From the indexer's choice to what it did to the head: its weights, same query and key."""
+        if self.quiz is None and self.trace is not None and self.step_id in ("idx.scores", "idx.selected"):
+            self.go(step_id("weights", self.head), self.cell)
 
     def on_matrix_view_cursor_moved(self, message: MatrixView.CursorMoved) -> None:
         if message.view is self.active_view() and self.trace is not None:
