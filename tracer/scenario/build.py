@@ -241,7 +241,8 @@ def from_arrays(x, q=None, k=None, v=None, o=None, *, layout: str = "rows", mask
     are vectors (one, or one per head); alibi is True or the slopes; sinks one logit per head;
     defaults are arithmetic keys; mla: [mla]'s keys (then q, k and v are None: the heads' matrices
     are mla's); score_bias: an additive mask, one query × key matrix or one per head, −inf hiding a key;
-    sparse: [sparse]'s keys (topk, scale) with the indexer's index_q, index_k and index_w. Arrays may be NumPy arrays, PyTorch tensors or anything with __array__ or __dlpack__."""
+    sparse: [sparse]'s keys (topk, scale) with the indexer's index_q, index_k and index_w.
+    Arrays may be NumPy arrays, PyTorch tensors or anything with __array__ or __dlpack__."""
     given = locals()   # the keywords as they were passed (the parameters, nothing else yet)
     data = {"name": name, "title": title, "description": description, "layout": layout, "x": x,
             "arithmetic": arithmetic,
