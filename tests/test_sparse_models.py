@@ -120,3 +120,13 @@ def test_a_model_in_memory_is_traced_the_same(checkpoint):
     weights = np.stack([trace.rows(f"h{h}.weights") for h in range(trace.heads)])
     _close(weights, theirs[2]["weights"], f"{name} layer 2 from memory: weights")
     assert "idx.selected" in trace
+
+
+def test_a_text_too_long_for_memory_is_refused_in_one_line(checkpoint, monkeypatch, capsys):
+    from tracer import memory
+    name, folder, _ = checkpoint
+    monkeypatch.setattr(memory, "fits", lambda need: False)
+    code = main(["show", "--model", str(folder), "--text", TEXT, "--layer", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("attnsim: error: --text: gives 14 tokens; running blocks 0 to 1 on them")
+    assert err.count("\n") == 1

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import memory
+from ..errors import ScenarioError
 from . import dsa_block
 
 
@@ -13,7 +15,12 @@ def stream(tensors, cfg, ids: list[int], layer: int) -> tuple[np.ndarray, dict]:
     """(x entering `layer`, its `sparse` keyword): the indexer's queries, key and head weights as
     its layer computed them, or, for a layer that reuses the choice of the full layer before it,
     that choice."""
-    c = cfg.parts["indexer"]
+    c, n = cfg.parts["indexer"], len(ids)
+    # as layer._stream counts a block's working memory, and the indexer's heads × n × n votes beside it
+    need = 8 * ((3 * cfg.heads + c.index["heads"]) * n * n + n * (4 * cfg.d_model + 3 * cfg.inner))
+    if not memory.fits(need):
+        raise ScenarioError("model.text", f"gives {n} tokens; running blocks 0 to {layer} on them "
+                            f"{memory.shortfall(need)}")
     pre = "model." if "model.embed_tokens.weight" in tensors else ""
     x = tensors.rows(pre + "embed_tokens.weight", list(ids))
     chosen, full = None, 0
