@@ -130,3 +130,20 @@ def test_a_text_too_long_for_memory_is_refused_in_one_line(checkpoint, monkeypat
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("attnsim: error: --text: gives 14 tokens; running blocks 0 to 1 on them")
     assert err.count("\n") == 1
+
+
+def test_an_indexer_tensor_of_the_wrong_shape_is_named(checkpoint, tmp_path, capsys):
+    """A checkpoint whose indexer disagrees with config.json: one line naming the tensor."""
+    import shutil
+    from safetensors.numpy import load_file, save_file
+    name, folder, _ = checkpoint
+    bad = tmp_path / "bad"
+    shutil.copytree(folder, bad)
+    tensors = load_file(bad / "model.safetensors")
+    key = next(k for k in tensors if k.endswith("layers.0.self_attn.indexer.wq_b.weight"))
+    tensors[key] = tensors[key][:-8]
+    save_file(tensors, bad / "model.safetensors")
+    code = main(["show", "--model", str(bad), "--text", TEXT, "--layer", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert f"{key}: has shape (56, 10); expected (64, 10)" in err, err
