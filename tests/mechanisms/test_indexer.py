@@ -203,14 +203,17 @@ def test_a_large_indexer_runs_compiled_and_chooses_the_same(monkeypatch):
     keys = dict(sparse=dict(topk=3, scale=0.5), index_q=rng.integers(-1, 2, size=(4, 6)).astype(float),
                 index_k=rng.integers(-1, 2, size=(4, 2)).astype(float), index_w=rng.integers(-1, 2, size=(4, 3)).astype(float))
     sc = tracer.from_arrays(x, np.eye(4)[:, :2], np.eye(4)[:, :2], np.eye(4)[:, :2], **keys)
-    small = tracer.run(sc)
+    with pytest.warns(tracer.AttentionWarning, match="a tie at the 3rd best index score"):
+        small = tracer.run(sc)
     monkeypatch.setattr(compute, "LARGE", 0)
     large = tracer.run(tracer.from_arrays(x, np.eye(4)[:, :2], np.eye(4)[:, :2], np.eye(4)[:, :2], **keys))
     np.testing.assert_allclose(large.rows("idx.scores"), small.rows("idx.scores"), rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(large.rows("idx.selected"), small.rows("idx.selected"))
     assert (small.rows("idx.selected").sum(axis=1) == np.minimum(np.arange(1, 13), 3)).all()
     from tracer.mechanisms.indexer import topk
-    assert topk.ties(small.rows("idx.scores"), 3).any()
+    tied = [sc.tokens[i] for i in np.flatnonzero(topk.ties(small.rows("idx.scores"), 3))]
+    assert tied and small.warnings == [f"{', '.join(tied)}: a tie at the 3rd best index score; the earlier key is "
+                                       "kept (torch.topk leaves that order unspecified)"]
 
 
 def test_a_class_on_sparse_topk_gets_sheets_whose_choice_rests_on_no_tie(tmp_path, monkeypatch):

@@ -4,7 +4,7 @@ from tui.widgets.cell_info import CellInfo
 from tui.widgets.matrix import MatrixView
 from tui.widgets.mini_heat import MiniHeat
 
-from tui_helpers import go_to, opened, pilot_test, screen_text, settle
+from tui_helpers import go_to, opened, pilot_test, screen_text, settle, status_text
 
 
 @pilot_test
@@ -20,6 +20,7 @@ async def test_dropped_keys_are_dim_and_the_panel_says_why():
         assert app.screen.cell == (3, 1)
         story = " ".join(str(app.screen.query_one(CellInfo).render()).split())
         assert "dropped by the indexer: dense attention would give 1/12" in story, story
+        assert "query sat kept 2 of 4 keys (top-2)" in status_text(app)
         await go_to(pilot, "h0.masked")
         story = " ".join(str(app.screen.query_one(CellInfo).render()).split())
         assert "the indexer dropped key the for query sat: index score 0 ranks 3 of 4" in story, story

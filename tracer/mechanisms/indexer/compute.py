@@ -89,7 +89,8 @@ def ties(trace) -> list[str]:
     """The queries whose k-th and (k+1)-th best index scores are equal (their choice keeps the
     earlier key, where torch.topk's order is unspecified)."""
     index = trace.rows("idx.scores").astype(np.float64)
-    return [trace.scenario.tokens[i] for i in np.flatnonzero(topk.ties(index, k_of(trace)))]
+    from ...labels import token_name
+    return [token_name(trace.scenario.tokens, i) for i in np.flatnonzero(topk.ties(index, k_of(trace)))]
 
 
 def unsettled(trace) -> int:
@@ -114,3 +115,15 @@ def dropped_cells(trace, step) -> np.ndarray | None:
     selected = trace.rows("idx.selected") != 0
     dropped = np.tri(*selected.shape, dtype=bool) & ~selected
     return dropped.T if trace.columns else dropped
+
+
+def kept_words(trace, step, row: int, col: int) -> str:
+    """`query sat kept 2 of 4 keys (top-2)`: the choice of the query under a cursor on a head's
+    query × key step or the indexer's own (row, col in the layout); "" elsewhere."""
+    if trace.scenario.sparse is None or step.axes not in (("query", "key"), ("key", "query")):
+        return ""
+    i = col if trace.columns else row
+    selected = trace.rows("idx.selected")[i] != 0
+    from ...labels import token_name
+    return (f"query {token_name(trace.scenario.tokens, i)} kept {int(selected.sum())} of {i + 1} keys "
+            f"(top-{k_of(trace)})")
