@@ -283,3 +283,19 @@ def test_a_shared_choice_is_checked():
     trace = tracer.run(layer(selected=np.eye(4), layer=0))   # each query keeps itself only
     np.testing.assert_array_equal(trace.rows("h0.weights"), np.eye(4))
     assert [s.id for s in trace.steps if s.id.startswith("idx.")] == ["idx.selected"]
+
+
+@pytest.mark.parametrize("layout", ["rows", "columns"])
+def test_the_fused_kernels_apply_the_choice_as_the_stage_kernels_do(layout):
+    rng = np.random.default_rng(2)
+    t = (lambda m: np.asarray(m).T) if layout == "columns" else np.asarray   # noqa: E731
+    x, w = rng.normal(size=(9, 4)), [rng.normal(size=(4, 3)) for _ in range(2)]
+    sc = tracer.from_arrays(t(x), [t(m) for m in w], [t(m) for m in w], [t(m) for m in w], o=t(rng.normal(size=(6, 4))),
+                            layout=layout, sparse=dict(topk=3), index_q=t(rng.normal(size=(4, 4))),
+                            index_k=t(rng.normal(size=(4, 2))), index_w=t(rng.normal(size=(4, 2))))
+    fused, stages = tracer.run(sc, engine="fused"), tracer.run(sc, engine="stages")
+    assert fused.engine == "fused" and stages.engine == "stages"
+    for sid in ("h0.masked", "h1.weights", "h1.z", "out"):
+        np.testing.assert_allclose(fused[sid], stages[sid], rtol=1e-12, atol=1e-14, err_msg=sid)
+    assert (fused.rows("h0.weights")[fused.rows("idx.selected") == 0] == 0).all()
+    np.testing.assert_allclose(tracer.attention(sc, engine="fused"), stages["out"], rtol=1e-12, atol=1e-14)

@@ -45,13 +45,14 @@ def _said(arrays: dict):
 
 
 # the lightning indexer ([sparse] topk with [weights] index_q, index_k, index_w): its steps idx.* before
-# the heads, its choice hiding the other keys from every head (the trace's allowed matrix)
+# the heads, its choice hiding the other keys from every head (the trace's allowed matrix, which the
+# stage and the fused kernels apply as a mask matrix: masks.kernel_mask)
 DECLARATION = Mechanism(
     "indexer", "a lightning indexer", field="sparse", label="[sparse]", keys=("sparse",), weight_keys=WEIGHTS,
     arguments={"sparse": "sparse", **{key: f"weights.{key}" for key in WEIGHTS}}, read=read, dims=lambda sc: shape(sc.sparse),
     arrays=_arrays, given=_given, symbols={"weights.index_q": "W_IQ", "weights.index_k": "W_IK", "weights.index_w": "W_w"},
     describe=_describe, describe_key="sparse",
     given_words=lambda sc: f"the indexer keeps each query's {sc.sparse['topk']} best keys",
-    fused=False, online=False, decode=False, config=_config, said=_said)
+    online=False, decode=False, config=_config, said=_said)
 
 __all__ = ["DECLARATION", "KEYS"]
