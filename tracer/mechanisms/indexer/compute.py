@@ -1,6 +1,8 @@
 """The lightning indexer's numbers for a trace, computed once before the heads: its queries, key,
-head weights, scores and choice (scores.py and topk.py, in float64 whatever the run's dtype: the
-choice must not depend on rounding), and the heads' mask, the causal one with the dropped keys hidden."""
+head weights, scores and choice (scores.py and topk.py, or the compiled kernel for a large one; in
+float64 whatever the run's dtype: the choice must not depend on rounding). The trace's allowed
+matrix hides the keys it dropped from every head. Also what the readers ask of the choice: the
+cells a head's step drops (the TUI, the pictures), a query's count, the ties, a class sheet's fitness."""
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -38,16 +40,16 @@ def mode(spec: dict) -> str:
     return "shared" if spec["shared"] is not None else "given" if spec["given"] else "weights"
 
 
-def arrays(x: np.ndarray, spec: dict, k: int, c_q: np.ndarray | None = None) -> dict:
-    """idx.q (from c_q when given: a model's compressed queries), idx.k, idx.w (when the scenario
-    has W_w), idx.scores and idx.selected (0/1), by id; x is what the layer's projections read."""
+def arrays(x: np.ndarray, spec: dict, k: int) -> dict:
+    """idx.q, idx.k, idx.w (when the scenario has W_w, or a checkpoint's), idx.scores and idx.selected
+    (0/1), by id; x is what the layer's projections read."""
     n = x.shape[0]
     if spec["shared"] is not None:   # no indexer of its own: the choice of the layer before
         return {"idx.selected": spec["shared"]["selected"].astype(np.float64)}
     if spec["given"]:   # a checkpoint's indexer: its queries, key and weights as its blocks computed them
         q, key, w = (spec["arrays"][sid] for sid in ("idx.q", "idx.k", "idx.w"))
     else:
-        q, key = (x if c_q is None else c_q) @ spec["w_iq"], x @ spec["w_ik"]
+        q, key = x @ spec["w_iq"], x @ spec["w_ik"]
         w = np.ones((n, 1)) if spec["w_iw"] is None else x @ spec["w_iw"]
     q3 = q.reshape(n, spec["heads"], spec["d_index"])
     if spec["heads"] * n * n < LARGE:
