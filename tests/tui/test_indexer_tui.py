@@ -87,3 +87,27 @@ async def test_enter_on_the_choice_opens_the_heads_weights_at_that_cell():
         assert app.screen.step_id == "h0.weights" and app.screen.cell == (3, 1)
         story = " ".join(str(app.screen.query_one(CellInfo).render()).split())
         assert "dropped by the indexer" in story, story
+
+
+@pilot_test
+async def test_topk_from_the_palette_and_a_bad_one_said_not_crashed():
+    from textual.widgets import Input
+
+    async def run(query: str) -> None:
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        app.screen.query_one(Input).value = query
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await settle(pilot)
+
+    async with opened("sparse_topk", size=(160, 50)) as (app, pilot):
+        await go_to(pilot, "h0.weights")
+        await run("topk=4")   # every key kept: dense attention, 1/12 for sat's <s>
+        assert app.screen.trace.arithmetic.topk == 4 and app.screen.trace["h0.weights"][3, 0] == 1 / 12
+        await run("topk=0")
+        assert "topk" in status_text(app) and "Traceback" not in screen_text(app)
+        assert app.screen.trace.arithmetic.topk == 4   # the last good trace stays
+    async with opened("by_hand", size=(160, 50)) as (app, pilot):
+        await run("topk=2")
+        assert "no [sparse] section" in status_text(app) and app.screen.trace.arithmetic.topk is None
