@@ -299,3 +299,5 @@ def test_the_fused_kernels_apply_the_choice_as_the_stage_kernels_do(layout):
         np.testing.assert_allclose(fused[sid], stages[sid], rtol=1e-12, atol=1e-14, err_msg=sid)
     assert (fused.rows("h0.weights")[fused.rows("idx.selected") == 0] == 0).all()
     np.testing.assert_allclose(tracer.attention(sc, engine="fused"), stages["out"], rtol=1e-12, atol=1e-14)
+    lazy = tracer.run(sc, lazy=True)   # heads computed when read, the choice made once before them
+    np.testing.assert_allclose(lazy["h1.weights"], stages["h1.weights"], rtol=1e-12, atol=1e-14)
