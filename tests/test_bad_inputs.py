@@ -210,7 +210,7 @@ def test_scenario_files_are_data_only(tmp_path):
     (["scale"], "--set: expected KEY=VALUE (e.g. scale=sqrt), got 'scale'"),
     (["=3"], "--set: expected KEY=VALUE (e.g. scale=sqrt), got '=3'"),
     (["scal=3"], '--set scal: unknown key (did you mean "scale"?); expected one of scale, softmax_base, '
-                 "normalize, stable, dtype, mask, layout, algorithm, block"),
+                 "normalize, stable, dtype, mask, layout, algorithm, block, topk"),
     (["softmax_base=1"], "--set softmax_base: expected e or a number > 1, got '1'"),
     (["softmax_base=0.5"], "--set softmax_base: expected e or a number > 1, got '0.5'"),
     (["softmax_base=-3"], "--set softmax_base: expected e or a number > 1, got '-3'"),

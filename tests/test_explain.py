@@ -147,7 +147,11 @@ def with_mechanisms() -> list:
                                                                                  original_max_position_embeddings=8)))
     values = tracer.from_arrays(r(4, 6), list(r(2, 6, 2)), list(r(1, 6, 2)), list(r(1, 6, 3)), mask="causal",
                                 v_norm=True)
+    indexed = tracer.from_arrays(r(5, 6), list(r(2, 6, 2)), list(r(2, 6, 2)), list(r(2, 6, 2)), o=r(4, 6),
+                                 sparse=dict(topk=2, scale=0.5), index_q=r(6, 4), index_k=r(6, 2), index_w=r(6, 2))
     return [("QK-norm over all heads, yarn, output norm", sc, {}),
+            ("a lightning indexer of 2 heads, top-2", indexed, {}),
+            ("a lightning indexer, by-hand, columns", indexed, dict(arithmetic="by-hand", layout="columns")),
             ("values normed, grouped", values, {}),
             ("QK-norm over all heads, by-hand, columns", sc, dict(arithmetic="by-hand", layout="columns")),
             ("latent attention, compressed queries, yarn", latent, {}),

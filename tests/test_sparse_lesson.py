@@ -1,44 +1,17 @@
-"""The built-in lesson `sparse_topk` (4 tokens, top-2, by hand): its scenario file as the plan
-writes it, every number its description states worked with Python Fractions, and the formula
-modules (tracer/mechanisms/indexer) choosing the same keys and giving the same weights."""
+"""The built-in lesson `sparse_topk` (4 tokens, top-2, by hand): its scenario file's numbers, every
+one its description states worked with Python Fractions, and the formula modules
+(tracer/mechanisms/indexer) choosing the same keys and giving the same weights."""
 from __future__ import annotations
 
 import tomllib
 from fractions import Fraction as F
+from pathlib import Path
 
 import numpy as np
 
 from tracer.mechanisms.indexer import scores, topk
 
-SCENARIO = '''
-title = "Sparse attention by hand: an indexer keeps each query's top 2 keys"
-description = """DeepSeek V3.2 and GLM-5 do not let a query read every earlier token. A small lightning
-indexer scores the keys first, I = Σ_h w_h·ReLU(q_h·k_s), and each query keeps its k best (2048 of
-128K tokens in those models; 2 of 4 here); the head's softmax then runs over the kept keys only, and
-the dropped ones weigh exactly 0. "sat" sees 4 keys; its index scores are <s> 1, the 0, cat 2 and its
-own 0 (ReLU of −1: a key the indexer dislikes gets no vote, never a negative one). It keeps cat and
-<s>. Dense attention would give <s>, the, cat, sat 1/12, 1/12, 9/12 and 1/12: the kept keys held
-10/12 of the weight, so sparse attention scales them by 12/10, to 1/10 and 9/10. "cat" keeps <s>
-and itself (index scores 1 and 2 beat the's 0): 1/2 each instead of dense attention's 1/3. "<s>" and
-"the" see no more than 2 keys and keep them all. Step onto idx.scores and idx.selected; then
-`attnsim show sparse_topk --set topk=4 --step h0.weights` is dense attention (k ≥ n)."""
-arithmetic = "by-hand"
-tokens = ["<s>", "the", "cat", "sat"]
-features = ["verb", "noun", "start"]
-mask = "causal"
-x = [[0, 0, 1], [0, 0, 0], [0, 1, 0], [1, 0, 0]]
-
-[sparse]
-topk = 2
-
-[weights]
-q = [[2], [0], [0]]
-k = [[0], [1], [0]]
-v = [[1, 0], [0, 1], [1, 1]]
-index_q = [[1], [1], [1]]
-index_k = [[-1], [2], [1]]
-index_w = [[1], [1], [1]]
-'''
+SCENARIO = (Path(__file__).parents[1] / "scenarios" / "sparse_topk.toml").read_text(encoding="utf-8")
 LESSON = tomllib.loads(SCENARIO)
 N = 4
 
@@ -51,10 +24,11 @@ def _mul(a, b):
     return [[sum(a[i][t] * b[t][j] for t in range(len(b))) for j in range(len(b[0]))] for i in range(len(a))]
 
 
-def worked() -> dict:
+def worked(lesson: dict = LESSON) -> dict:
     """Every step by hand, in Fractions: the indexer (one head), the choice, the head's 3^x
-    softmax (by-hand: ⌊s ÷ round(√1)⌋ = s) over the kept keys, and dense attention beside it."""
-    w, x, k_top = LESSON["weights"], _mat(LESSON["x"]), LESSON["sparse"]["topk"]
+    softmax (by-hand: ⌊s ÷ round(√1)⌋ = s) over the kept keys, and dense attention beside it
+    (`lesson`: the scenario file's document, or a classroom sheet's with the same shapes)."""
+    w, x, k_top = lesson["weights"], _mat(lesson["x"]), lesson["sparse"]["topk"]
     iq, ik, iw = (_mul(x, _mat(w[name])) for name in ("index_q", "index_k", "index_w"))
     index = [[iw[t][0] * max(iq[t][0] * ik[s][0], F(0)) if s <= t else None for s in range(N)] for t in range(N)]
     keep = []

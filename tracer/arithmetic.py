@@ -15,7 +15,7 @@ PRESETS = {
     "exact": dict(scale="sqrt", softmax_base="e", normalize="softmax", stable=True, dtype="float64"),
     "by-hand": dict(scale="floor", softmax_base=3.0, normalize="softmax", stable=False, dtype="float64"),
 }
-KEYS = ("scale", "softmax_base", "normalize", "stable", "dtype", "mask", "layout", "algorithm", "block")
+KEYS = ("scale", "softmax_base", "normalize", "stable", "dtype", "mask", "layout", "algorithm", "block", "topk")
 BLOCK = 64   # keys per block under `online` unless set: a FlashAttention tile; small scenarios set their own
 MAX_BLOCK = 2**31 - 1   # a block wider than the keys is one block of them all
 WORDS = {"algorithm": ("standard", "online"), "scale": ("sqrt", "floor", "none"), "softmax_base": ("e",), "normalize": ("softmax", "relu"),
@@ -34,6 +34,7 @@ class Arithmetic:
     preset: str = "exact"
     algorithm: str = "standard"  # "standard": the whole score matrix; "online": keys in blocks (FlashAttention)
     block: int = BLOCK           # keys per block under "online"
+    topk: int | None = None      # None: the scenario's [sparse] topk; else the keys each query keeps
 
     @property
     def online(self) -> bool:
@@ -58,6 +59,8 @@ class Arithmetic:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         if out["mask"] is not None and not isinstance(out["mask"], str):
             out["mask"] = [[int(v) for v in row] for row in out["mask"]]
+        if out["topk"] is None:   # only a run that changes a [sparse] scenario's topk says it
+            del out["topk"]
         return out
 
 
@@ -112,6 +115,9 @@ def _parse(key: str, value):
     if key == "block":
         return int(_number(key, value, lambda b: 1 <= b <= MAX_BLOCK and b == int(b),
                            f"a whole number from 1 to {MAX_BLOCK} (keys per block)"))
+    if key == "topk":   # a [sparse] scenario's keys per query (tracer/mechanisms/indexer)
+        return int(_number(key, value, lambda k: k >= 1 and k == int(k), "a whole number ≥ 1 (the keys each query "
+                           "keeps)"))
     if key == "mask":   # its words as a scenario file spells them: `causal`, never `Causal`
         text = value.strip() if isinstance(value, str) else value
         if isinstance(text, str) and text.startswith("["):  # --set mask=[[1,0],[1,1]]: a TOML array

@@ -15,7 +15,7 @@ from .ids import step_id
 from .kernels import pool
 from .kernels import matmul
 from .projections import key_values, latest, project_one, projections, textbook
-from .masks import mask_matrix, mask_kind
+from .masks import kernel_mask, mask_matrix
 from .mechanisms import out_norm, qk_norm
 from .mechanisms.rotary import frequencies
 from .mechanisms.rotary.rotation import rotate_one
@@ -54,7 +54,7 @@ def fused_heads(run, heads: list[int]) -> tuple[dict, list[int]]:
     q, k, v, extra = projections(run, heads)
     if ar.online:
         return _online_heads(run, heads, q, k, v, extra)
-    rule = kernels.rule(ar, mask_kind(run.mask), sc.d_k)
+    rule = kernels.rule(ar, kernel_mask(run), sc.d_k)
     kinds = ["scores"] + (["scaled"] if ar.scale_divisor(sc.d_k) is not None else [])
     kinds += (["masked"] if rule.mask != F.MASK_NONE else [])
     kinds += ["exp", "weights"] if rule.norm == F.NORM_SOFTMAX else ["weights"]
@@ -142,6 +142,9 @@ def inputs(run) -> dict:
         from .mechanisms.latent import compute as latent
         with np.errstate(all="ignore"):
             got.update(latent.inputs(run, stages(run), got))
+    if sc.sparse is not None:   # the lightning indexer: its scores and each query's choice of keys
+        from .mechanisms.indexer import compute as indexer
+        got.update(indexer.inputs(run, got))
     return got
 
 

@@ -1,7 +1,8 @@
 """Step ids (CONTRACT §4, §8, §9): the one place that builds and parses them.
 
 An id is a dotted path of scopes ending in a kind: `x`, `h1.weights`, `kv0.k`, `h0.blk2.acc`,
-`prefill.h0.z`, `t5.h0.k_cache`, `t5.concat`. Every other module asks `step_id` for an id and
+`prefill.h0.z`, `t5.h0.k_cache`, `t5.concat`. A kind of one part of the layer carries its part
+before a dot: `idx.scores` (the lightning indexer), `pool.k`, `hc.pre`. Every other module asks `step_id` for an id and
 `parse` for its parts; nothing else formats or splits them.
 """
 from __future__ import annotations
@@ -10,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 _SCOPES = re.compile(r"^(?:(?P<phase>prefill|t(?P<token>\d+))\.)?(?:h(?P<head>\d+)\.|kv(?P<group>\d+)\.)?"
-                     r"(?:blk(?P<block>\d+)\.)?(?P<kind>[a-z_]+)$")
+                     r"(?:blk(?P<block>\d+)\.)?(?P<kind>(?:(?:idx|pool|hc)\.)?[a-z_]+)$")
 
 
 @dataclass(frozen=True)

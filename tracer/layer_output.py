@@ -9,7 +9,7 @@ import numpy as np
 
 from . import compute, kernels
 from .kernels import pool
-from .masks import mask_matrix
+from .masks import kernel_mask, mask_matrix
 from .scenario import Scenario, load_scenario
 from .trace import run
 
@@ -30,7 +30,7 @@ def attention(scenario, arithmetic: str | None = None, *, engine: str = "auto", 
     K = kernels.stage_kernels(compiled=True)
     sc, ar, dt = trace.scenario, trace.arithmetic, trace.dtype
     q, k, v, _ = compute.projections(trace, list(range(sc.heads)))
-    rule = kernels.rule(ar, compute.mask_kind(trace.mask), sc.d_k)
+    rule = kernels.rule(ar, kernel_mask(trace), sc.d_k)
     y = pool.empty((sc.n, sc.heads * sc.d_v), dt)   # every head's z, side by side
     kernels.attend_heads(q, k, v, y, rule, mask_matrix(trace), compute.BLOCK)
     del q, k, v

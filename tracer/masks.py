@@ -104,11 +104,17 @@ def mask_kind(mask) -> str:
     return mask if isinstance(mask, str) else "matrix"
 
 
+def kernel_mask(trace) -> str:
+    """The mask kind the fused kernels apply: the trace's, or a matrix where a lightning indexer's
+    choice hides keys beside it (mechanisms/indexer)."""
+    return "matrix" if trace.scenario.sparse is not None else mask_kind(trace.mask)
+
+
 def mask_matrix(trace):
     """The trace's query × key matrix where one is needed, else None: `none` masks nothing, and
     `causal` is applied by index by the fused kernels and leaves every query key 0, so a large
     causal trace never builds its n × m matrix (Trace.allowed is built when first asked)."""
-    return None if mask_kind(trace.mask) in ("none", "causal") else trace.allowed
+    return None if kernel_mask(trace) in ("none", "causal") else trace.allowed
 
 
 def describe(mask, query: int | None = None, key: int | None = None) -> str:

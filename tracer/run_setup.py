@@ -9,6 +9,7 @@ import weakref
 from . import mechanisms
 from .arithmetic import Arithmetic, resolve
 from .errors import ScenarioError
+from .mechanisms.indexer.reader import run_check as indexer_run
 from .plan import cached_plan
 from .scenario import Scenario, read_mask
 
@@ -33,6 +34,7 @@ def setup(scenario: Scenario, preset: str | None, overrides: dict) -> tuple:
         if scenario.decode is not None:
             _decodable(mask, arith)
         mechanisms.refuse_online(scenario, arith)
+        indexer_run(scenario, arith.topk, mask)   # --set topk, and the mask an indexer needs
         mechanisms.refuse_arithmetic(scenario, arith.normalize)
     except ScenarioError as err:
         raise _culprit(err, scenario, overrides) from None

@@ -16,6 +16,7 @@ import numpy as np
 from . import compute, memory
 from .arithmetic import Arithmetic
 from .errors import AttentionWarning, ScenarioError
+from .mechanisms.indexer import compute as _indexer
 from .given_inputs import SYMBOLS
 from .ids import parse
 from .masks import allowed_matrix, mask_matrix
@@ -61,7 +62,10 @@ class Trace:
         """query × key booleans (True: may attend), None when nothing is masked. Built when first
         asked: the fused kernels apply a causal mask by index, so a large causal trace never needs
         the n × m matrix (0.8 ms of a GPT-2-small trace's 46)."""
-        return allowed_matrix(self.mask, self.scenario.n, self.scenario.m)
+        allowed = allowed_matrix(self.mask, self.scenario.n, self.scenario.m)
+        if self.scenario.sparse is not None:   # the lightning indexer's choice hides the other keys
+            allowed = allowed & (self.rows("idx.selected") != 0)
+        return allowed
 
     @property
     def heads(self) -> int:
@@ -295,6 +299,12 @@ def run(scenario, arithmetic: str | None = None, *, lazy: bool | None = None, en
     if lonely:
         message = (f"{', '.join(lonely)}: every key is masked for this query, so its weights are all 0 "
                    "(as PyTorch's scaled_dot_product_attention does)")
+        trace.warnings.append(message)
+        warnings.warn(message, AttentionWarning, stacklevel=2)
+    tied = [] if scenario.sparse is None or "idx.scores" not in trace else _indexer.ties(trace)
+    if tied:   # the lightning indexer's choice rests on how a tie was broken
+        message = (f"{', '.join(tied)}: a tie at the {_indexer.topk.nth(_indexer.k_of(trace))} best index score; "
+                   "the earlier key is kept (torch.topk leaves that order unspecified)")
         trace.warnings.append(message)
         warnings.warn(message, AttentionWarning, stacklevel=2)
     return trace if trace.lazy else trace.compute_all()

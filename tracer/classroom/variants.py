@@ -142,9 +142,12 @@ def as_fractions(a: np.ndarray) -> list:
 def badness(trace) -> int:
     """How far the sheet is from pencil-sized (0: there): cells that are no whole number or
     fraction over at most BOUND (or are larger than LARGEST), and queries whose weights are all
-    equal (a uniform row teaches nothing)."""
+    equal (a uniform row teaches nothing); an indexer's choices that rest on how a tie is broken."""
     flat = np.concatenate([trace[s.id].astype(np.float64).ravel() for s in trace.steps])
     bad = int(np.count_nonzero(_denominators(flat) == 0))
+    if trace.scenario.sparse is not None:   # a lightning indexer: no tie at the bar, and a key dropped
+        from ..mechanisms.indexer.compute import unsettled
+        bad += unsettled(trace)
     return bad + sum(_uniform(trace, s) for s in trace.steps if s.kind == "weights")
 
 

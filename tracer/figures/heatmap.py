@@ -122,6 +122,8 @@ def _panel(fig, ax, bar, trace, step, texts, box: Box) -> None:
                       interpolation="nearest" if texts is not None else "antialiased")
     fig.colorbar(image, cax=bar)
     bar.tick_params(labelsize=7)
+    if step.id == "idx.scores":   # the lightning indexer's choice: each query's kept keys outlined
+        _outline(ax, np.asarray(trace["idx.selected"]) != 0)
     # y given: matplotlib would otherwise lift the title over the top labels itself, on top of the pad
     ax.set_title(_title(step), loc="left", y=1.0, pad=(box.top - 0.48) * 72)  # points, above the labels
     notes = []
@@ -146,6 +148,16 @@ def _panel(fig, ax, bar, trace, step, texts, box: Box) -> None:
     if notes:
         ax.text(0.5, -0.02, "\n".join(notes), transform=ax.transAxes, ha="center", va="top", fontsize=7,
                 color="#555555")
+
+
+def _outline(ax, cells: np.ndarray) -> None:
+    """A black frame round each True cell (one SVG group, `idx.kept`)."""
+    from matplotlib.collections import PatchCollection
+    from matplotlib.patches import Rectangle
+    frames = [Rectangle((c - 0.5, r - 0.5), 1, 1) for r, c in np.argwhere(cells)]
+    group = PatchCollection(frames, facecolor="none", edgecolor="black", linewidth=1.5)
+    group.set_gid("idx.kept")
+    ax.add_collection(group)
 
 
 def _numbers(ax, image, a, texts) -> None:

@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 
+from ..mechanisms.indexer.compute import dropped_cells
+
 from ..errors import ScenarioError
 from ..ids import step_id
 from .common import caption, step_names, text_width
@@ -91,6 +93,12 @@ def _panel(ax, trace, step, colour: str, queries: list[str], keys: list[str], ta
     lines = LineCollection(ends, colors=rgba, linewidths=2.0, capstyle="round")
     lines.set_gid(step.id)  # the SVG group of this head's lines carries the step id
     ax.add_collection(lines)
+    gone = dropped_cells(trace, step)   # keys a lightning indexer dropped: dotted grey, not left out
+    if gone is not None and gone.any():
+        at = np.argwhere(gone.T if trace.columns else gone)
+        dots = LineCollection(ends[at[:, 0] * m + at[:, 1]], colors="#999999", linewidths=1.0, linestyles=":")
+        dots.set_gid(step.id + ".dropped")
+        ax.add_collection(dots)
     for i, name in enumerate(queries):
         ax.text(-GAP / SPAN, i, name, ha="right", va="center", fontsize=9)
     for j, name in enumerate(keys):

@@ -40,6 +40,9 @@ def compile_all(dtypes=DTYPES) -> None:
             for mask in ("causal", np.tril(np.ones((6, 6), int)).tolist()):
                 tracer.run(sc, "exact", engine="fused", dtype=dtype, algorithm="online", mask=mask)
         tracer.run(decoding, "exact", engine="fused", dtype=dtype)
+        if dtype == "float64":   # a large lightning indexer's scores and choice (float64 whatever the run's)
+            from .indexer import index_topk
+            index_topk(np.ones((6, 2, 2)), np.ones((6, 2)), np.ones((6, 2)), np.arange(1, 7), 2, 0.5)
 
 
 def main(argv: list[str]) -> int:

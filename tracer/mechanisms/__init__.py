@@ -11,9 +11,11 @@ from ..steps.base import tell
 from .declaration import Mechanism
 
 from . import qk_norm, softcap, alibi, sinks, score_bias, out_norm, rotary, latent, v_norm  # noqa: E402
+from . import indexer  # noqa: E402
 
 MECHANISMS: dict[str, Mechanism] = {m.DECLARATION.name: m.DECLARATION for m in
-                                    (qk_norm, softcap, alibi, sinks, score_bias, out_norm, rotary, latent, v_norm)}
+                                    (qk_norm, softcap, alibi, sinks, score_bias, out_norm, rotary, latent, v_norm,
+                                     indexer)}
 for _m in MECHANISMS.values():   # their words in the shared steps and the keys they hide, where the steps read them
     tell(_m.name, _m.field, _m.texts, _m.hides)
 

@@ -102,7 +102,40 @@ class Latent:
         return x, Seen(seen["weights"], qk, ov)
 
 
-KINDS = [Latent, Softmax]   # a new kind goes before Softmax, the catch-all
+class Indexed(Latent):
+    """DeepSeek Sparse Attention (V3.2, GLM-5): latent attention over the keys a lightning indexer
+    chose, each query its top k; a GLM-5 "shared" layer reuses the choice of the full layer before.
+    Its cache keeps the indexer's key (d_I numbers) beside the latent. Run by models/dsa_block."""
+    chosen: dict = {}   # the last full layer's (layer, choice), by the checkpoint's tensors: a shared layer's
+
+    @staticmethod
+    def claims(cfg: Config, layer: int) -> bool:
+        return bool(cfg.family.indexer)
+
+    def __init__(self, cfg: Config, layer: int):
+        super().__init__(cfg, layer)
+        c = cfg.parts["indexer"]
+        full = c.index["types"][layer] == "full"
+        last = max(i for i in range(layer + 1) if c.index["types"][i] == "full")
+        self.label = f"latent, top-k {c.index['topk']} " + ("(indexer)" if full else f"(shared from layer {last})")
+        # a full layer caches its indexer's key beside the latent; a shared layer has none
+        self.memory = Memory(self.memory.per_token + full * c.index["dim"], self.memory.mha_per_token)
+
+    def run(self, x: np.ndarray, tensors) -> tuple[np.ndarray, Seen]:
+        from ..models import dsa_block
+        c, i = self.cfg.parts["indexer"], self.layer
+        pre = "model." if "model.embed_tokens.weight" in tensors else ""
+        shared = self.chosen.get(id(tensors)) if c.index["types"][i] == "shared" else None
+        p = dsa_block.layer(x, tensors, c, pre, i, shared)
+        self.chosen[id(tensors)] = p["idx.selected"]
+        x = x + p["out"]
+        x = x + dsa_block.mlp(dsa_block.rms(x, tensors[f"{pre}layers.{i}.post_attention_layernorm.weight"], c.eps),
+                              tensors, c, pre, i)
+        qk, ov = circuits.latent(block(tensors, self.cfg, i).latent, self.cfg.mla, self.heads)
+        return x, Seen(p["weights"], qk, ov)
+
+
+KINDS = [Indexed, Latent, Softmax]   # a new kind goes before Softmax, the catch-all
 
 
 def kind_of(cfg: Config, layer: int):

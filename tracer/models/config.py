@@ -162,7 +162,9 @@ def _kinds(data: dict, fam: Family, layers: int, head_dim: int) -> list[LayerKin
     types = data.get("layer_types")
     if types is None:
         types = [_default_type(data, fam, i, rotates[i]) for i in range(layers)]
-    elif not isinstance(types, list) or len(types) != layers or any(t not in LAYER_TYPES for t in types):
+    elif fam.indexer and isinstance(types, list):   # DeepSeek Sparse Attention's layers attend globally
+        types = ["full_attention" if t == "indexed_attention" else t for t in types]
+    if not isinstance(types, list) or len(types) != layers or any(t not in LAYER_TYPES for t in types):
         raise ScenarioError("layer_types", f"expected a list of {layers} of {' or '.join(LAYER_TYPES)}, "
                             f"got {kind(types)}")
     window = data.get("sliding_window")

@@ -67,6 +67,8 @@ class Family:
     #                                     router, tensors and expert (experts.py, deepseek_experts.py)
     sinks: bool = False                 # a learned sink logit per head joins each softmax (gpt-oss)
     v_norm: bool = False                # a gainless RMS norm of each token's value (Gemma 4)
+    indexer: str | None = None          # a lightning indexer's rotary pairs, "half" or "interleaved" (its
+    #                                     blocks: dsa_block.py; mechanisms/indexer)
 
     def block(self, i: int) -> str:
         return f"{self.blocks}.{i}."
@@ -119,6 +121,10 @@ FAMILIES: dict[str, Family] = {
     "deepseek_v2": LATENT,
     "deepseek_v3": LATENT,
     "kimi_k2": LATENT,   # V3's layout
+    # DeepSeek Sparse Attention: V3's latent attention and experts, a lightning indexer choosing each
+    # query's keys (its rotary pairs: V3.2 half, GLM-5 interleaved)
+    "deepseek_v32": replace(LATENT, indexer="half"),
+    "glm_moe_dsa": replace(LATENT, indexer="interleaved"),
 }
 
 

@@ -11,7 +11,7 @@ from .. import memory
 from ..checks import kind, unknown
 from ..errors import ScenarioError
 from ..mechanisms import MECHANISMS
-from . import deepseek
+from . import deepseek, dsa_layer
 from .blocks import block, check_all, embed, embed_norm
 from .config import Config, config_json, config_of, read_config
 from .forward import run_block
@@ -51,9 +51,14 @@ def traced_layer(tensors, cfg: Config, ids: list[int], pieces: list[str], layer:
     `Tensors`, or a model's state dict in memory): every tensor checked, then the stream entering
     the layer computed and the layer's weights read. `what` says where it came from."""
     check_all(tensors, cfg, layer)
-    x = _stream(tensors, cfg, ids, layer)
+    if cfg.family.indexer:   # DeepSeek Sparse Attention: the earlier blocks with their indexers (dsa_layer.py)
+        x, sparse = dsa_layer.stream(tensors, cfg, ids, layer)
+    else:
+        x, sparse = _stream(tensors, cfg, ids, layer), None
     arrays = deepseek.layer_arrays(tensors, cfg, layer) if cfg.family.latent else \
         mechanisms(block(tensors, cfg, layer, mlp=False), cfg, layer)
+    if sparse is not None:
+        arrays["sparse"] = sparse
     grouped = f", {cfg.groups} key/value groups" if cfg.groups < cfg.heads else ""
     shape = cfg.kinds[layer].label(cfg.family.position)
     heads = f"{cfg.heads} heads of {cfg.head_dim}{grouped}" if not cfg.family.latent else \

@@ -19,13 +19,19 @@ def latent_axes(dims: Dims) -> dict:
     return dict(latent=rank, rope=rope, nope=nope, q_latent=q_rank)
 
 
+def index_axes(dims: Dims) -> dict:
+    """The axes of the lightning indexer's steps (0 without it)."""
+    heads, d_index = (dims.of("indexer") or (0, 0))[:2]   # mechanisms/indexer/compute.Shape
+    return dict(index_feature=heads * d_index, d_index=d_index, index_head=heads)
+
+
 def layer_plan(dims: Dims, arithmetic, layout: str, mask) -> list[Step]:
     """The steps a run of the whole layer records: the input kinds, every head's kinds (a block loop
     under the online algorithm), then the layer's kinds. (A [decode] run: decode.py.)"""
     ctx = context(dims, arithmetic, layout == "columns", mask)
     size = dict(token=dims.n, query=dims.n, key=dims.keys, context=dims.keys, d_model=dims.d_model, d_k=dims.d_k,
                 d_v=dims.d_v, d_out=dims.d_out, one=1, rank=dims.rank, d_context=dims.d_context or 0,
-                pair=dims.pairs, **latent_axes(dims))
+                pair=dims.pairs, **latent_axes(dims), **index_axes(dims))
     steps = []
 
     def add(kind, head, group=None, block=None, first=0):

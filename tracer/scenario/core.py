@@ -66,6 +66,9 @@ class Scenario:
     #                                       [W_UQ | W_QR], w_k is W_UK and w_v is W_UV (both read the latent c_kv)
     v_norm: float | None = None           # a gainless RMS norm of the values: its eps (mechanisms/v_norm.py)
     score_bias: np.ndarray | None = None  # heads × query × key, added to the scaled scores; −∞ masks (mechanisms/score_bias.py)
+    sparse: dict | None = None            # the lightning indexer (mechanisms/indexer/reader.py): topk, scale, its
+    #                                       weights or a checkpoint's given parts or a shared choice; the choice
+    #                                       hides the other keys from every head
 
     def __repr__(self) -> str:
         from ..notebook import scenario_repr

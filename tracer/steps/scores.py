@@ -94,7 +94,7 @@ register(Kind(
 
 
 def _masked_explain(cell) -> str:
-    told = said("masked.explain", cell)   # an additive mask's (mechanisms/score_bias.py)
+    told = said("masked.explain", cell)   # an additive mask's, a key the indexer dropped (mechanisms/)
     if told is not None:
         return told
     s = cell.rows(cell.step.inputs[0])[cell.i, cell.j]
@@ -109,7 +109,7 @@ _MASK_FORMULA = {"causal": "S, with −∞ where the key comes after the query (
                  "matrix": "S, with −∞ where the mask forbids the key"}
 
 def _masked_formula(ctx) -> str:
-    told = said("masked.formula", ctx)   # an additive mask's (mechanisms/score_bias.py)
+    told = said("masked.formula", ctx)   # an additive mask's, the indexer's choice (mechanisms/)
     if told is not None:
         return told
     mask = ctx.mask if isinstance(ctx.mask, str) else "matrix"

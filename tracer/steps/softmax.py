@@ -84,6 +84,9 @@ def _weights_explain(cell) -> str:
     if total == 0:
         return "= 0   (every key is masked for this query)"
     qname, kname = cell.names()
+    told = said("weights.beside", cell)   # what dense attention would give, where an indexer chose the keys
+    if told is not None:
+        return f"= {cell.f(e)} ÷ {divisor(cell.f(total))} = {cell.fa(cell.value)}{told}"
     return f"= {cell.f(e)} ÷ {divisor(cell.f(total))} = {cell.fa(cell.value)}   (how much {qname} attends to {kname})"
 
 

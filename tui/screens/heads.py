@@ -11,6 +11,7 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from tracer.ids import step_id
+from tracer.mechanisms.indexer.compute import dropped_cells, k_of
 
 from ..widgets.fit import KeyBar
 from ..widgets.mini_heat import MiniHeat
@@ -87,7 +88,9 @@ class HeadsScreen(Screen[tuple | None]):
             weights = trace[sid]
             if get_current_worker().is_cancelled:
                 return
-            self.app.call_from_thread(self.query(MiniHeat)[h].draw, weights, trace.step(sid).axes)
+            step = trace.step(sid)
+            note = f"top-{k_of(trace)}" if trace.scenario.sparse is not None else ""   # a lightning indexer's
+            self.app.call_from_thread(self.query(MiniHeat)[h].draw, weights, step.axes, dropped_cells(trace, step), note)
         self.app.call_from_thread(self._title)
 
     def on_resize(self) -> None:

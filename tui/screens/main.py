@@ -8,9 +8,11 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 
 import tracer
+from tracer.ids import step_id
 from tracer.labels import axis_title, step_labels
 from tracer.step_notes import notes
 from tracer.printing import fractions_for, tolerance
+from tracer.mechanisms.indexer.compute import dropped_cells, kept_words
 
 from ..commands import StepCommands
 from ..messages import Compiling, GoTo
@@ -59,6 +61,8 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
         Binding("c", "compare", "compare", show=False, tooltip="two heads side by side: the same step of the "
                 "next head beside this one"),
         Binding("m", "heads", "heads", tooltip="heads overview: every head's weights at a glance; enter opens one"),
+        Binding("enter", "why", "why", show=False, tooltip="on idx.scores or idx.selected (a lightning indexer's "
+                "choice): the head's weights at the same query and key"),
         Binding("M", "model", "model", tooltip="model view: every layer and head of the checkpoint, each layer's kind "
                 "and memory, each head's role scores; enter opens one"),
         Binding("ctrl+r", "reveal", "reveal", show=False, tooltip="quiz: reveal the cell (counted as revealed)"),
@@ -123,7 +127,7 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
         axes = " × ".join(axis_title(axis, step.kind) for axis in step.axes)
         current.show(trace[step_id], *step_labels(trace, step),
                      title=f"{step_id}  {axes}", fractions=self.written_fractions(),
-                     tol=self._tol(), cursor=self.cell, hidden=self.hidden(step_id))
+                     tol=self._tol(), cursor=self.cell, hidden=self.hidden(step_id), dimmed=dropped_cells(trace, step))
         if self.sheet:
             self._fill_sheet()
         self.query_one(StepList).show(head_steps(trace, self.head), step_id, self.head, trace.heads)
@@ -196,12 +200,20 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
         if not self.quiz_cell_info(where, lit):
             story = trace.explain(self.step_id, *self.cell, fractions=self.fractions)
             self.query_one(CellInfo).show(where, story, lit)
+            kept = kept_words(trace, step, *self.cell)   # a lightning indexer's choice for the cursor's query
+            if kept:
+                self.query_one(StatusBar).say(kept)
         if redrawn:
             self.fit()
 
     def on_key(self, event) -> None:
         self.query_one(StatusBar).fade()   # before the key's action, which may say something new
         self.quiz_key(event)
+
+    def action_why(self) -> None:
+        """From the indexer's choice to what it did to the head: its weights, same query and key."""
+        if self.quiz is None and self.trace is not None and self.step_id in ("idx.scores", "idx.selected"):
+            self.go(step_id("weights", self.head), self.cell)
 
     def on_matrix_view_cursor_moved(self, message: MatrixView.CursorMoved) -> None:
         if message.view is self.active_view() and self.trace is not None:

@@ -22,6 +22,7 @@ LABEL_LIT = Style(color="black", bgcolor="#87ff5f", bold=True)
 CURSOR = Style(color="black", bgcolor="white", bold=True, underline=True)
 LIT = Style(color="black", bgcolor="#87ff5f", bold=True)
 HIDDEN = Style(color="grey62", bgcolor="grey19")  # a cell still to find: no colour that gives it away
+DIMMED = Style(color="grey50", dim=True)          # a key the lightning indexer dropped (written with a ·)
 MAX_LABEL = 10
 
 
@@ -65,6 +66,7 @@ class MatrixView(ScrollView):
         self.fractions = True
         self.hidden: np.ndarray | None = None  # True where a cell is drawn blank (a quiz, an unreached step)
         self.hide_text = "?"
+        self.dimmed: np.ndarray | None = None  # True where a cell is drawn dim with a `·` (a dropped key)
         # drawn lines by (line, scroll, width, cursor): a border's title or count changing after a
         # re-layout draws the whole panel again, and it is the same lines
         self._lines: dict[tuple, Strip] = {}
@@ -73,16 +75,19 @@ class MatrixView(ScrollView):
     # ------------------------------------------------------------ feeding it
     def show(self, array: np.ndarray, row_labels: list[str], col_labels: list[str], *, title: str = "",
              fractions: bool = True, tol: float = 1e-15, cursor: tuple[int, int] | None = None,
-             lit=(), hidden: np.ndarray | None = None, hide_text: str = "?") -> None:
+             lit=(), hidden: np.ndarray | None = None, hide_text: str = "?", dimmed: np.ndarray | None = None) -> None:
         """Replaces what is drawn (the colour scale is measured once here, not per frame);
-        `hidden` cells are drawn as `hide_text`, neither their number nor their colour shown."""
+        `hidden` cells are drawn as `hide_text`, neither their number nor their colour shown;
+        `dimmed` cells dim, their number followed by `·` (keys the indexer dropped)."""
+        self.dimmed = dimmed if dimmed is not None and dimmed.any() else None
         self.array = np.asarray(array)
         self.fractions = fractions  # as asked: a change (the f key) redraws even the same array
         self.hidden, self.hide_text = hidden, hide_text
         self.row_labels, self.col_labels = row_labels, col_labels
         self.scale = scale_for(self.array, fractions, tol)
         self._label_w = min(MAX_LABEL, max((len(s) for s in row_labels), default=1)) + 1
-        self._cell_w = max(self.scale.width, min(MAX_LABEL - 2, max((len(s) for s in col_labels), default=1))) + 1
+        self._cell_w = max(self.scale.width + (self.dimmed is not None),
+                           min(MAX_LABEL - 2, max((len(s) for s in col_labels), default=1))) + 1
         rows, cols = self.array.shape
         before = (self.virtual_size, self._title_w)
         self.virtual_size = Size(self._label_w + cols * self.cell_width, rows + 1)
@@ -139,9 +144,14 @@ class MatrixView(ScrollView):
     def is_hidden(self, row: int, col: int) -> bool:
         return self.hidden is not None and bool(self.hidden[row, col])
 
+    def is_dimmed(self, row: int, col: int) -> bool:
+        return self.dimmed is not None and bool(self.dimmed[row, col])
+
     def cell_text(self, row: int, col: int) -> str:
         """What the cell shows (as drawn, without padding)."""
-        return self.hide_text if self.is_hidden(row, col) else self.scale.text(self.array[row, col])
+        if self.is_hidden(row, col):
+            return self.hide_text
+        return self.scale.text(self.array[row, col]) + ("·" if self.is_dimmed(row, col) else "")
 
     # ------------------------------------------------------------ scrolling
     def _view(self) -> tuple[int, int]:
@@ -275,13 +285,16 @@ class MatrixView(ScrollView):
             corner = [Segment(name, LABEL_AT if r == cur_r else LABEL_LIT if r in self._lit_rows else LABEL)]
             line, scale, lit = self.array[r], self.scale, self.lit
             hidden = self.hidden[r] if self.hidden is not None else None
+            dim = self.dimmed[r] if self.dimmed is not None else None
             cells = []
             for c in range(first, last):
                 value = line[c]
                 blank = hidden is not None and hidden[c]
+                dropped = dim is not None and dim[c] and not blank
                 style = (CURSOR if (r, c) == (cur_r, cur_c) else LIT if (r, c) in lit
-                         else HIDDEN if blank else scale.style(value))
-                cells.append((_fit(self.hide_text if blank else scale.text(value), cw - 1).rjust(cw), style))
+                         else HIDDEN if blank else DIMMED if dropped else scale.style(value))
+                text = self.hide_text if blank else scale.text(value) + ("·" if dropped else "")
+                cells.append((_fit(text, cw - 1).rjust(cw), style))
         return Strip(corner + _visible(cells, first * cw - sx, cw, width)).adjust_cell_length(full)
 
 

@@ -40,12 +40,18 @@ class MiniHeat(Static, can_focus=True):
         self.head = head
         self.border_title = f"head {head}"
 
-    def draw(self, weights: np.ndarray, axes: tuple[str, str] = ("query", "key")) -> None:
-        """The weights, their axes named under the tile: `↓ query · key →` (rows down, columns across)."""
-        self.border_subtitle = f"↓ {axes[0]} · {axes[1]} →"
+    def draw(self, weights: np.ndarray, axes: tuple[str, str] = ("query", "key"), dropped: np.ndarray | None = None,
+             note: str = "") -> None:
+        """The weights, their axes named under the tile: `↓ query · key →` (rows down, columns across);
+        `dropped` cells (keys a lightning indexer dropped) drawn as the background, not as a weight of 0,
+        where a whole block of them is; `note` after the axes (`top-2`)."""
+        self.border_subtitle = f"↓ {axes[0]} · {axes[1]} →" + (f" {note}" if note else "")
         small = shrink(weights)
         top = small.max() if small.size else 0.0
-        self.paint(small / top if top > 0 else small)
+        small = small / top if top > 0 else small
+        if dropped is not None:   # a block's largest "kept" is 0 where every cell of it was dropped
+            small = np.where(shrink((~dropped).astype(np.float64)) > 0, small, np.nan)
+        self.paint(small)
 
     def paint(self, scaled: np.ndarray, colour=None) -> None:
         """Values as half blocks, two rows a line, each cell coloured by colour(value) (default: the
@@ -56,9 +62,13 @@ class MiniHeat(Static, can_focus=True):
         text = Text()
         for r in range(0, scaled.shape[0], 2):
             for c in range(scaled.shape[1]):
-                lower = scaled[r + 1, c]
+                upper, lower = scaled[r, c], scaled[r + 1, c]
+                if math.isnan(upper):   # the background above: the lower half, or nothing
+                    text.append(" " if math.isnan(lower) else "▄", Style(color=None if math.isnan(lower)
+                                                                            else colour(lower)))
+                    continue
                 bg = None if math.isnan(lower) else colour(lower)
-                text.append("▀", Style(color=colour(scaled[r, c]), bgcolor=bg))
+                text.append("▀", Style(color=colour(upper), bgcolor=bg))
             text.append("\n" if r + 2 < scaled.shape[0] else "")
         self.update(text)
 
