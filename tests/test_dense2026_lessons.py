@@ -1,0 +1,69 @@
+"""The built-ins of the dense families of 2026 (CONTRACT §17) against their numbers worked by hand
+in Fractions here (from the files' inputs, read with tomllib, not the package): `no_scale` (scale 1,
+QK-norm and the values' norm), `kv_sharing` (two query sets over one key/value pair)."""
+from __future__ import annotations
+
+import math
+import tomllib
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import tracer
+from tracer.scenario import scenarios_dir
+
+
+def read(name: str) -> dict:
+    return tomllib.loads((scenarios_dir() / f"{name}.toml").read_text(encoding="utf-8"))
+
+
+def matmul(a, b) -> list:
+    return [[sum(Fraction(a[i][t]) * Fraction(b[t][j]) for t in range(len(b))) for j in range(len(b[0]))]
+            for i in range(len(a))]
+
+
+def rms_normed(rows) -> list:
+    """Each row ÷ √(mean of its squares) (eps 0): the lessons pick rows whose mean square is a square."""
+    out = []
+    for row in rows:
+        ms = sum(v * v for v in row) / len(row)
+        root = Fraction(math.isqrt(ms.numerator), math.isqrt(ms.denominator))
+        assert root * root == ms, row
+        out.append([v / root for v in row])
+    return out
+
+
+def attend(q, k, v, divide) -> tuple[list, list]:
+    """Causal softmax in base 3 (the by-hand preset) of ⌊q·k ÷ divide⌋: weights and z."""
+    weights, z = [], []
+    for i, qi in enumerate(q):
+        s = [sum(a * b for a, b in zip(qi, k[j])) for j in range(i + 1)]
+        powers = [Fraction(3) ** math.floor(x / divide) for x in s]
+        row = [p / sum(powers) for p in powers] + [Fraction(0)] * (len(q) - i - 1)
+        weights.append(row)
+        z.append([sum(w * v[j][c] for j, w in enumerate(row)) for c in range(len(v[0]))])
+    return weights, z
+
+
+def close(trace, sid: str, want) -> None:
+    np.testing.assert_allclose(trace.rows(sid), np.array(want, float), rtol=1e-14, atol=1e-15, err_msg=sid)
+
+
+def test_no_scale_in_fractions():
+    data = read("no_scale")
+    w = data["weights"]
+    q, k = rms_normed(matmul(data["x"], w["q"])), rms_normed(matmul(data["x"], w["k"]))
+    v = matmul(data["x"], w["v"])
+    v_norm = rms_normed(v)
+    trace = tracer.run("no_scale")
+    weights, z = attend(q, k, v_norm, 1)   # scale 1: the scores as they are
+    for sid, want in (("h0.q_norm", q), ("h0.k_norm", k), ("h0.v", v), ("h0.v_norm", v_norm), ("h0.weights", weights),
+                      ("h0.z", z)):
+        close(trace, sid, want)
+    np.testing.assert_array_equal(trace.rows("h0.scaled"), trace.rows("h0.scores"))
+    assert weights[3] == [Fraction(1, 172), Fraction(81, 172), Fraction(9, 172), Fraction(81, 172)]
+    assert v_norm[1] == v_norm[3] == [1, -1] and z[3] == [1, Fraction(-38, 43)]
+    sqrt, _ = attend(q, k, v_norm, 2)      # ÷√d_k by hand: ⌊s ÷ 2⌋
+    close(tracer.run("no_scale", scale="sqrt"), "h0.weights", sqrt)
+    assert sqrt[3] == [Fraction(1, 22), Fraction(9, 22), Fraction(3, 22), Fraction(9, 22)]
