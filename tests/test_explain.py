@@ -147,8 +147,11 @@ def with_mechanisms() -> list:
                                                                                  original_max_position_embeddings=8)))
     values = tracer.from_arrays(r(4, 6), list(r(2, 6, 2)), list(r(1, 6, 2)), list(r(1, 6, 3)), mask="causal",
                                 v_norm=True)
+    dense = tracer.from_arrays(r(6, 6), list(r(2, 6, 4)), list(r(1, 6, 4)), list(r(1, 6, 2)), mask="chunked:4",
+                               q_norm="l2", k_norm="l2", qk_norm_after_rope=True, rope=dict(base=10.0))
     return [("QK-norm over all heads, yarn, output norm", sc, {}),
             ("values normed, grouped", values, {}),
+            ("weightless QK-norm after the rotation, chunked", dense, {}),
             ("QK-norm over all heads, by-hand, columns", sc, dict(arithmetic="by-hand", layout="columns")),
             ("latent attention, compressed queries, yarn", latent, {}),
             ("latent attention, by-hand, columns", latent, dict(arithmetic="by-hand", layout="columns")),

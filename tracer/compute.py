@@ -199,10 +199,12 @@ def _stage_head(run, h: int, K) -> tuple[dict, bool]:
         return _latent_head(run, h, K, ids, allowed)
     kv = key_values(run, h, K)
     got = {"q": project_one(K, run.held(run.step(ids["q"]).inputs[0]), sc.w_q[h], None if sc.b_q is None else sc.b_q[h], dt)}
-    if sc.q_norm is not None:                                        # QK-norm
+    if sc.q_norm is not None and not sc.qk_norm_after_rope:         # QK-norm
         got["q_norm"] = qk_norm.normed_one(K, run, "q", h, got["q"])
     if sc.rope is not None:                                          # rotary positions
         got["q_rot"] = rotate_one(K, sc.rope, got[latest(got, "query")], dt)
+    if sc.qk_norm_after_rope:                                        # QK-norm after the rotation
+        got["q_norm"] = qk_norm.normed_one(K, run, "q", h, got["q_rot"])
     out = {ids[kind]: arr for kind, arr in {**got, **kv}.items()}
     q, k = got[latest(got, "query")], kv[latest(kv, "key")]
     if run.arithmetic.online:   # the keys in blocks (tracer/online.py) instead of the whole score matrix

@@ -10,6 +10,7 @@ from ..errors import ScenarioError
 from .declaration import Mechanism
 
 from . import qk_norm, softcap, alibi, sinks, score_bias, out_norm, rotary, latent, v_norm  # noqa: E402
+from .norm_after_rope import steps as _after_rope  # noqa: E402,F401  QK-norm's steps after the rotation
 
 MECHANISMS: dict[str, Mechanism] = {m.DECLARATION.name: m.DECLARATION for m in
                                     (qk_norm, softcap, alibi, sinks, score_bias, out_norm, rotary, latent, v_norm)}

@@ -56,6 +56,8 @@ class Scenario:
     qk_norm_eps: float = 1e-6
     qk_norm_scope: str = "head"           # "head": RMS over each head's d_k (Qwen3, Gemma 3); "all": over the
     #                                       whole projected width, every head's q (every group's k) together (OLMo 2)
+    qk_norm_kind: str = "rms"             # "rms": with the gains; "l2": weightless (gains of ones; Llama 4, nanochat)
+    qk_norm_after_rope: bool = False      # q and k turned first, normed after (nanochat, Llama 4)
     softcap: float | None = None          # C: h.capped = C·tanh(h.scaled / C), before the mask
     alibi: np.ndarray | None = None       # one slope per head: h.biased = h.scaled − m_h·(i − j)
     sinks: np.ndarray | None = None       # one sink logit per head: it joins each query's softmax (gpt-oss)

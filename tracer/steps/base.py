@@ -150,10 +150,10 @@ class Context:
 
     def sid(self, kind: str, head: int | None = None) -> str:
         """The id of `kind` as query head `head` reads it (its group's, for grouped keys and values)."""
-        scope = KINDS[kind].scope
+        scope, word = KINDS[kind].scope, KINDS[kind].word   # the id's word (q_norm after the rotation too)
         if scope == "kv" and self.dims.grouped:
-            return step_id(kind, group=head // (self.dims.heads // self.dims.kv_heads))
-        return step_id(kind, head if scope in ("head", "kv") else None)
+            return step_id(word, group=head // (self.dims.heads // self.dims.kv_heads))
+        return step_id(word, head if scope in ("head", "kv") else None)
 
     def source(self) -> str:
         """What the projections of queries read: the normed input when there is a norm_in."""
