@@ -17,6 +17,7 @@ from .kernels import matmul
 from .projections import key_values, latest, project_one, projections, textbook
 from .masks import mask_matrix, mask_kind
 from .mechanisms import out_norm, qk_norm
+from .mechanisms.q_temp import steps as q_temp
 from .mechanisms.rotary import frequencies
 from .mechanisms.rotary.rotation import rotate_one
 
@@ -129,6 +130,8 @@ def inputs(run) -> dict:
     if sc.rope is not None:
         d = 2 * sc.dims().pairs
         got["freqs"] = np.ascontiguousarray(frequencies.frequencies(sc.rope, d)[:, None], dtype=dt)
+    if sc.q_temp is not None:                                        # the query temperature
+        got["tau"] = np.ascontiguousarray(q_temp.taus(sc.q_temp)[:, None], dtype=dt)
     if sc.context is not None:
         got["context"] = np.ascontiguousarray(sc.context, dtype=dt)
     if sc.norm_in is not None:
@@ -205,6 +208,8 @@ def _stage_head(run, h: int, K) -> tuple[dict, bool]:
         got["q_rot"] = rotate_one(K, sc.rope, got[latest(got, "query")], dt)
     if sc.qk_norm_after_rope:                                        # QK-norm after the rotation
         got["q_norm"] = qk_norm.normed_one(K, run, "q", h, got["q_rot"])
+    if sc.q_temp is not None:                                        # the query temperature
+        got["q_temp"] = q_temp.warm(sc.q_temp, got[latest(got, "query")])
     out = {ids[kind]: arr for kind, arr in {**got, **kv}.items()}
     q, k = got[latest(got, "query")], kv[latest(kv, "key")]
     if run.arithmetic.online:   # the keys in blocks (tracer/online.py) instead of the whole score matrix

@@ -9,6 +9,7 @@ from .ids import step_id
 from .kernels import matmul, pool
 from .mechanisms import v_norm
 from .mechanisms.qk_norm import normed_all, normed_one
+from .mechanisms.q_temp import steps as q_temp
 from .mechanisms.rotary.rotation import rotate, rotate_one
 from .steps.base import KINDS
 
@@ -68,6 +69,10 @@ def _batched(run, heads: list[int]):
     if after:                                     # QK-norm after the rotation (nanochat, Llama 4)
         extra.update({i["q_rot"]: q[n] for n, i in enumerate(ids)})
         q = normed_all(run, "q", heads, q)
+    if sc.q_temp is not None:                     # the query temperature
+        before = latest({kind: sid for kind, sid in ids[0].items() if kind != "q_temp"}, "query")
+        extra.update({i[before]: q[n] for n, i in enumerate(ids)})
+        q = q_temp.warm(sc.q_temp, q)
     # the fused kernels read group h·G/H for head h: whole groups are passed as they are
     aligned = heads[0] % per == 0 and len(heads) % per == 0
     pick = range(len(groups)) if aligned else [h // per - groups[0] for h in heads]

@@ -67,6 +67,8 @@ class Scenario:
     #                                       rope, nope, q_rank, w_dkv, w_kr, w_dq, kv_norm, q_norm, eps; then w_q is
     #                                       [W_UQ | W_QR], w_k is W_UK and w_v is W_UV (both read the latent c_kv)
     v_norm: float | None = None           # a gainless RMS norm of the values: its eps (mechanisms/v_norm.py)
+    q_temp: dict | None = None            # the query temperature: scale β, floor F, shift o, each token's position
+    #                                       (mechanisms/q_temp): q_temp = q·(1 + β·ln(1 + ⌊(p + o)/F⌋))
     score_bias: np.ndarray | None = None  # heads × query × key, added to the scaled scores; −∞ masks (mechanisms/score_bias.py)
 
     def __repr__(self) -> str:

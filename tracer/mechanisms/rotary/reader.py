@@ -15,7 +15,8 @@ SCALING_KEYS = {"linear": (("factor",), {}),
                 "yarn": (("factor", "original_max_position_embeddings"),
                          {"beta_fast": 32.0, "beta_slow": 1.0, "attention_factor": None, "truncate": None})}
 ALL_SCALING_KEYS = tuple(dict.fromkeys(k for req, opt in SCALING_KEYS.values() for k in (*req, *opt)))
-ROPE_KEYS = ("base", "style", "offset", "positions", "dims", "scaling", "angles", *ALL_SCALING_KEYS)
+ROPE_KEYS = ("base", "style", "offset", "positions", "dims", "scaling", "angles", *ALL_SCALING_KEYS,
+             "temperature")   # the query temperature's: mechanisms/q_temp
 ANGLES = ("exact", "float32")   # how θ_i and p·θ_i are formed: float64, or float32 as PyTorch models do
 
 EXACT = 2**53   # float64 holds every whole number up to here: beyond, neighbouring positions merge
@@ -44,7 +45,8 @@ def rope(value, d_k: int, n: int = 1, cross: bool = False) -> dict | None:
         raise ScenarioError("rope.offset", f"expected at most {EXACT - n + 1} for {n} tokens (positions beyond 2^53 "
                             f"can no longer be told apart in float64), got {offset}")
     dims = value.get("dims")
-    if dims is not None and (isinstance(dims, bool) or not isinstance(dims, (int, np.integer)) or dims % 2
+    still = dims == 0 and value.get("temperature") is not None and not isinstance(dims, bool)   # NoPE, warmed
+    if dims is not None and not still and (isinstance(dims, bool) or not isinstance(dims, (int, np.integer)) or dims % 2
                              or not 2 <= dims <= d_k):
         raise ScenarioError("rope.dims", f"expected an even whole number from 2 to d_k = {d_k} (the features of "
                             f"each head that rotate, the first ones), got {kind(dims)}")
@@ -57,7 +59,7 @@ def rope(value, d_k: int, n: int = 1, cross: bool = False) -> dict | None:
         out["dims"] = int(dims)
     if value.get("positions") is not None:
         out["positions"] = positions(value, n, cross)
-    return out
+    return None if still else out   # dims = 0: positions that do not turn (only the temperature reads them)
 
 
 def positions(value: dict, n: int, cross: bool) -> tuple:
