@@ -67,3 +67,33 @@ def test_no_scale_in_fractions():
     sqrt, _ = attend(q, k, v_norm, 2)      # ÷√d_k by hand: ⌊s ÷ 2⌋
     close(tracer.run("no_scale", scale="sqrt"), "h0.weights", sqrt)
     assert sqrt[3] == [Fraction(1, 22), Fraction(9, 22), Fraction(3, 22), Fraction(9, 22)]
+
+
+def test_kv_sharing_in_fractions():
+    data = read("kv_sharing")
+    w = data["weights"]
+    k, v = matmul(data["x"], w["k"][0]), matmul(data["x"], w["v"][0])
+    trace = tracer.run("kv_sharing")
+    close(trace, "kv0.k", k)
+    close(trace, "kv0.v", v)
+    assert k == [[1, 0], [0, 1], [1, 1], [0, 0]] and v == [[2, 1], [1, 2], [1, 1], [1, 1]]
+    rows = {}
+    for h in (0, 1):   # d_k = 2: ⌊s ÷ round(√2)⌋ = s
+        q = matmul(data["x"], w["q"][h])
+        rows[h] = attend(q, k, v, 1)
+        close(trace, f"h{h}.q", q)
+        close(trace, f"h{h}.weights", rows[h][0])
+        close(trace, f"h{h}.z", rows[h][1])
+    # "gave" looks mostly at itself in layer A (h0) and mostly at "she" in layer B (h1): same keys, new questions
+    assert rows[0][0][1][:2] == [Fraction(1, 4), Fraction(3, 4)] and rows[1][0][1][:2] == [Fraction(3, 4), Fraction(1, 4)]
+    assert rows[1][1][1] == [Fraction(7, 4), Fraction(5, 4)]
+    assert trace.step("kv0.k").title.startswith("Keys of layer A, shared")
+
+
+def test_kv_sharing_counts_the_cache_once():
+    from tracer.step_notes import notes
+    trace = tracer.run("kv_sharing")
+    out = " ".join(notes(trace, trace.step("h1.q")))
+    per_layer = 1 * 4 * (2 + 2)   # one key/value head × 4 tokens × (d_k + d_v)
+    assert f"the two layers keep {per_layer} numbers, against {2 * per_layer}" in out
+    assert "each new token adds 4 numbers instead of 8" in out

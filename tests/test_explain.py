@@ -149,7 +149,8 @@ def with_mechanisms() -> list:
                                 v_norm=True)
     dense = tracer.from_arrays(r(6, 6), list(r(2, 6, 4)), list(r(1, 6, 4)), list(r(1, 6, 2)), mask="chunked:4",
                                q_norm="l2", k_norm="l2", qk_norm_after_rope=True,
-                               rope=dict(base=10.0, temperature=dict(scale=0.5, floor=2)))
+                               rope=dict(base=10.0, temperature=dict(scale=0.5, floor=2)),
+                               shared_kv=dict(source="layer 1", x=r(6, 6)))
     return [("QK-norm over all heads, yarn, output norm", sc, {}),
             ("values normed, grouped", values, {}),
             ("weightless QK-norm after the rotation, chunked", dense, {}),

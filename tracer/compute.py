@@ -130,6 +130,8 @@ def inputs(run) -> dict:
     if sc.rope is not None:
         d = 2 * sc.dims().pairs
         got["freqs"] = np.ascontiguousarray(frequencies.frequencies(sc.rope, d)[:, None], dtype=dt)
+    if sc.shared_kv is not None and sc.shared_kv["x"] is not None:   # shared KV: the source layer's input
+        got["kv_x"] = np.ascontiguousarray(sc.shared_kv["x"], dtype=dt)
     if sc.q_temp is not None:                                        # the query temperature
         got["tau"] = np.ascontiguousarray(q_temp.taus(sc.q_temp)[:, None], dtype=dt)
     if sc.context is not None:

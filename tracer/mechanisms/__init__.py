@@ -12,10 +12,11 @@ from .declaration import Mechanism
 from . import qk_norm, softcap, alibi, sinks, score_bias, out_norm, rotary, latent, v_norm  # noqa: E402
 from .norm_after_rope import steps as _after_rope  # noqa: E402,F401  QK-norm's steps after the rotation
 from . import q_temp  # noqa: E402
+from . import kv_sharing  # noqa: E402
 
 MECHANISMS: dict[str, Mechanism] = {m.DECLARATION.name: m.DECLARATION for m in
                                     (qk_norm, softcap, alibi, sinks, score_bias, out_norm, rotary, latent, v_norm,
-                                                                 q_temp)}
+                                                                 q_temp, kv_sharing)}
 
 __all__ = ["MECHANISMS", "Mechanism", "arrays", "described", "dims", "fused", "given", "present",
            "read", "refuse_arithmetic", "refuse_decode", "refuse_online", "top_keys", "weight_keys"]

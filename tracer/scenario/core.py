@@ -69,6 +69,8 @@ class Scenario:
     v_norm: float | None = None           # a gainless RMS norm of the values: its eps (mechanisms/v_norm.py)
     q_temp: dict | None = None            # the query temperature: scale β, floor F, shift o, each token's position
     #                                       (mechanisms/q_temp): q_temp = q·(1 + β·ln(1 + ⌊(p + o)/F⌋))
+    shared_kv: dict | None = None         # keys and values of another layer: source (words), readers (heads), x
+    #                                       (n × d_model or None: what the source's attention read; mechanisms/kv_sharing)
     score_bias: np.ndarray | None = None  # heads × query × key, added to the scaled scores; −∞ masks (mechanisms/score_bias.py)
 
     def __repr__(self) -> str:

@@ -161,7 +161,7 @@ class Context:
 
     def kv_source(self) -> str:
         """What keys and values are projected from: the context, the latent (MLA), or the queries' source."""
-        return "context" if self.cross else "c_kv" if self.dims.latent else self.source()
+        return "context" if self.cross else "c_kv" if self.dims.latent else "kv_x" if self.has("kv_x") else self.source()
 
     def last(self, head: int | None, *kinds: str) -> str:
         """The first of `kinds` present, as an id: what a step reads when earlier steps are optional."""
@@ -207,6 +207,7 @@ class Step:
     starts: tuple[int, int] = (0, 0)   # token index of the first row and column, in the layout
                                        # (a key block starts at its first key; a decoded row at t)
     about: str = ""               # why it is done, as its plan said (Kind.why_in); "" for the kind's words
+    heading: str = ""             # its title, where the plan says more than the kind's (a shared key's source)
 
     @property
     def spec(self) -> "Kind":
@@ -215,7 +216,7 @@ class Step:
     @property
     def title(self) -> str:
         from ..ids import parse
-        title, ref = self.spec.title, parse(self.id)
+        title, ref = self.heading or self.spec.title, parse(self.id)
         where = [f"token {ref.token}"] if ref.token is not None else ["prefill"] if ref.prefill else []
         where += [f"group {self.group}"] if self.group is not None else [f"head {self.head}"] if self.head is not None else []
         where += [f"block {ref.block}"] if ref.block is not None else []
