@@ -257,8 +257,11 @@ def _checkpoint(blk, cfg, layer: int) -> dict:
 def _said(arrays: dict) -> str | None:
     if "q_norm" not in arrays:
         return None
-    return "q_norm and k_norm RMS-normalise " + ("each head's q and k" if arrays["qk_norm_scope"] == "head"
-                                                 else "q and k over all heads together")
+    after = "; q and k are turned first and normed after" if arrays.get("qk_norm_after_rope") else ""
+    if isinstance(arrays["q_norm"], str):
+        return "q_norm and k_norm divide each head's q and k by their root mean square, with no gain" + after
+    return "q_norm and k_norm RMS-normalise " + ("each head's q and k" if arrays.get("qk_norm_scope", "head") == "head"
+                                                 else "q and k over all heads together") + after
 
 
 DECLARATION = Mechanism(
