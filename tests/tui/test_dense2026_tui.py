@@ -5,6 +5,7 @@ import pytest
 
 from tui.widgets.cell_info import CellInfo
 
+from tiny_dense2026 import tiny  # noqa: F401  (the fixture)
 from tui_helpers import go_to, opened, pilot_test, screen_text, settle, status_text
 
 NOPE = """
@@ -64,3 +65,31 @@ async def test_a_quiz_on_the_chunked_weights():
         await pilot.press(*"1/4", "enter")
         await settle(pilot)
         assert "✓" in status_text(app)
+
+
+@pilot_test
+async def test_the_heads_overview_of_a_tiny_gemma4_opens_its_shared_layer(tiny):
+    """Layer 4 of the tiny Gemma 4 (tests/tiny_dense2026.py) reads layer 1's keys and values: the
+    overview names it, and opening a head there shows the source's keys, computed from kv_x."""
+    import numpy as np
+
+    import tiny_dense2026 as td
+    import tracer
+    from tui.screens.heads import HeadsScreen
+    folder, data, ids, ref = tiny("gemma4_text")
+    async with opened(tracer.from_model(folder, td.TEXT, 2), size=(140, 40)) as (app, pilot):
+        await pilot.press("m")
+        await settle(pilot)
+        heads = app.screen
+        title = lambda: str(heads.query_one("#heads-title").render())  # noqa: E731
+        assert isinstance(heads, HeadsScreen) and "layer 2 of 5: sliding 3" in title()
+        await pilot.press("full_stop", "full_stop")
+        await settle(pilot)
+        assert "layer 4 of 5: global, KV shared from layer 1" in title(), title()
+        await pilot.press("right", "enter")
+        await settle(pilot)
+        main = app.screen
+        assert main.trace.scenario.model["layer"] == 4 and main.head == 1
+        assert main.trace.step("kv0.k").title.startswith("Keys of layer 1, shared")
+        np.testing.assert_allclose(np.stack([main.trace.rows(f"h{h}.weights") for h in range(4)]), ref[4]["weights"],
+                                   atol=1e-4)
