@@ -97,3 +97,30 @@ def test_kv_sharing_counts_the_cache_once():
     per_layer = 1 * 4 * (2 + 2)   # one key/value head × 4 tokens × (d_k + d_v)
     assert f"the two layers keep {per_layer} numbers, against {2 * per_layer}" in out
     assert "each new token adds 4 numbers instead of 8" in out
+
+
+@pytest.mark.parametrize("name", ["chunked", "kv_sharing"])
+def test_a_class_keeps_the_chunks_and_the_shared_keys(tmp_path, name):
+    import json
+
+    from tui.cli import main
+    assert main(["class", "make", name, "--students", "2", "--seed", "3", "-o", str(tmp_path / "c")]) == 0
+    original = read(name)
+    key = json.loads((tmp_path / "c" / "key.json").read_text(encoding="utf-8"))
+    for student in key["students"]:
+        doc = tomllib.loads((tmp_path / "c" / f"{student['id']}.toml").read_text(encoding="utf-8"))
+        assert doc["mask"] == original["mask"] and doc.get("shared_kv") == original.get("shared_kv")
+        w = {key: m if np.ndim(m) == 3 else [m] for key, m in doc["weights"].items()}   # one matrix per head
+        k, v = matmul(doc["x"], w["k"][0]), matmul(doc["x"], w["v"][0])
+        for h in range(len(w["q"])):
+            q = matmul(doc["x"], w["q"][h])
+            if name == "chunked":   # the chunk mask by hand: hidden keys of an earlier chunk get 0
+                weights = []
+                for i, qi in enumerate(q):
+                    s = [sum(a * b for a, b in zip(qi, k[j])) for j in range(i + 1)]
+                    p = [Fraction(3) ** s[j] if j // 4 == i // 4 else Fraction(0) for j in range(i + 1)]
+                    weights.append([x / sum(p) for x in p] + [Fraction(0)] * (len(q) - i - 1))
+            else:
+                weights, _ = attend(q, k, v, 1)
+            assert student["cells"][f"h{h}.weights"] == [[str(x) for x in row] for row in weights]
+            assert all(x.denominator <= 243 for row in weights for x in row)
