@@ -76,3 +76,17 @@ def test_mistral4_is_refused_in_one_line(tiny, capsys):
     assert main(["show", "--model", str(folder), "--text", td.TEXT, "--layer", "0"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "model_type: 'mistral4' is not traced yet" in err
+
+
+def test_from_transformers_in_memory_is_the_folders(tiny):
+    """Gemma 4 in memory (its shared layer): the same arrays as from the saved folder."""
+    import transformers
+    folder, data, ids, ref = tiny("gemma4_text")
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").double()
+    tokenizer = transformers.PreTrainedTokenizerFast.from_pretrained(folder)
+    mine = tracer.run(tracer.from_transformers(model, tokenizer, td.TEXT, 4))
+    saved = tracer.run(tracer.from_model(folder, td.TEXT, 4))
+    weights = np.stack([mine.rows(f"h{h}.weights") for h in range(4)])
+    np.testing.assert_allclose(weights, ref[4]["weights"], atol=TOL)
+    np.testing.assert_allclose(mine.rows("out"), saved.rows("out"), rtol=1e-6, atol=1e-9)
+    assert mine.scenario.model["kind"] == "global, KV shared from layer 1" and mine.scenario.model["path"] is None

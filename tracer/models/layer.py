@@ -48,14 +48,28 @@ def _dense2026(folder: Path, data: dict, tensors, text: str, layer, label: str) 
     """layer_arrays() for the dense families of 2026 (CONTRACT §17): models/dense2026/traced.py."""
     inner = text_config(data)
     ids, pieces = encode(folder, text, inner.get("max_position_embeddings", 1 << 20))
+    return dense2026_layer(tensors, data, ids, pieces, layer, label,
+                           f"the {inner['model_type']} checkpoint {os.fspath(folder)!r} on the text {text!r}")
+
+
+def dense2026_layer(tensors, data: dict, ids: list[int], pieces: list[str], layer, label: str, what: str) -> dict:
+    """The arrays of layer `layer` of a dense 2026 family's model on the tokens `ids` (a folder's
+    tensors or a state dict in memory); `what` says where it came from."""
+    inner = text_config(data)
     arrays, shape = traced.arrays(tensors, data, ids, layer)
     heads, d = len(arrays["q"]), inner["hidden_size"]
     return dict(**arrays, tokens=pieces, name=f"{label}_layer{layer}",
                 title=f"{label}, layer {layer} ({shape}): {len(ids)} tokens, d_model {d}, {heads} heads of "
                       f"{arrays['q'][0].shape[1]}",
-                description=f"Layer {layer} of {inner['num_hidden_layers']} of the {inner['model_type']} checkpoint "
-                            f"{os.fspath(folder)!r} on the text {text!r}. x is the residual stream entering the layer, "
-                            f"computed by running the earlier blocks{_features(arrays, shape)}")
+                description=f"Layer {layer} of {inner['num_hidden_layers']} of {what}. x is the residual stream "
+                            f"entering the layer, computed by running the earlier blocks{_features(arrays, shape)}")
+
+
+def dense2026_described(data: dict, path: str | None, text: str, layer: int, heads=None) -> dict:
+    """origin()'s dict for a dense 2026 family (each layer's kind from its config)."""
+    kinds = traced.kinds(data)
+    return {"path": path, "text": text, "layer": layer, "layers": len(kinds),
+            "heads": None if heads is None else list(heads), "kind": kinds[layer], "kinds": kinds}
 
 
 def check_layer(cfg: Config, layer) -> None:
@@ -208,9 +222,7 @@ def origin(path, text: str, layer: int, heads=None, base: Path | None = None) ->
     folder = find_checkpoint(path, base)
     data = config_json(folder)
     if traced.handles(data):   # the dense families of 2026
-        kinds = traced.kinds(data)
-        return {"path": str(folder), "text": text, "layer": layer, "layers": len(kinds),
-                "heads": None if heads is None else list(heads), "kind": kinds[layer], "kinds": kinds}
+        return dense2026_described(data, str(folder), text, layer, heads)
     return described(read_config(folder), str(folder), text, layer, heads)
 
 
