@@ -124,3 +124,12 @@ def test_a_class_keeps_the_chunks_and_the_shared_keys(tmp_path, name):
                 weights, _ = attend(q, k, v, 1)
             assert student["cells"][f"h{h}.weights"] == [[str(x) for x in row] for row in weights]
             assert all(x.denominator <= 243 for row in weights for x in row)
+
+
+def test_no_scale_exports_as_a_worksheet(tmp_path):
+    """The md sheet states the arithmetic in words: scale 1 is "scores not scaled" (it once failed
+    to write, having no divisor to print)."""
+    from tui.cli import main
+    assert main(["export", "no_scale", "-o", str(tmp_path / "n.md")]) == 0
+    text = (tmp_path / "n.md").read_text(encoding="utf-8")
+    assert "scores not scaled" in text and "h0.v_norm" in text
