@@ -93,3 +93,21 @@ async def test_the_heads_overview_of_a_tiny_gemma4_opens_its_shared_layer(tiny):
         assert main.trace.step("kv0.k").title.startswith("Keys of layer 1, shared")
         np.testing.assert_allclose(np.stack([main.trace.rows(f"h{h}.weights") for h in range(4)]), ref[4]["weights"],
                                    atol=1e-4)
+
+
+@pytest.mark.parametrize("name, sid, shown", [("chunked", "h0.weights", ["h0.masked"]),
+                                              ("no_scale", "h0.z", ["h0.q_norm", "h0.v_norm"]),
+                                              ("kv_sharing", "h1.z", ["kv0.k", "kv0.v", "h1.q"]),
+                                              (None, "h0.z", ["tau", "h0.q_temp"])])
+@pilot_test
+async def test_the_worksheet_lays_out_the_new_steps(tmp_path, name, sid, shown):
+    from tui.widgets.worksheet import Worksheet
+    if name is None:
+        (tmp_path / "nope.toml").write_text(NOPE, encoding="utf-8")
+        name = str(tmp_path / "nope.toml")
+    async with opened(name, size=(160, 50)) as (app, pilot):
+        await go_to(pilot, sid)
+        await pilot.press("w")
+        await settle(pilot)
+        views = app.screen.query_one(Worksheet).views
+        assert all(step in views for step in shown), sorted(views)
