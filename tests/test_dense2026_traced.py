@@ -90,3 +90,14 @@ def test_from_transformers_in_memory_is_the_folders(tiny):
     np.testing.assert_allclose(weights, ref[4]["weights"], atol=TOL)
     np.testing.assert_allclose(mine.rows("out"), saved.rows("out"), rtol=1e-6, atol=1e-9)
     assert mine.scenario.model["kind"] == "global, KV shared from layer 1" and mine.scenario.model["path"] is None
+
+
+def test_the_description_says_what_x_is_and_the_temperature(tiny):
+    folder, data, ids, ref = tiny("gemma3n_text")
+    three_n = tracer.from_model(folder, td.TEXT, 0).description
+    assert "x is what the layer's attention reads: the active one of its AltUp streams" in three_n
+    assert "residual is not the next stream" in three_n
+    folder, data, ids, ref = tiny("llama4_text")
+    nope = tracer.from_model(folder, td.TEXT, 1).description
+    assert "its queries are multiplied by τ(p) = 1 + 0.5·ln(1 + ⌊(p + 1)/2⌋) (q_temp)" in nope
+    assert ": 1 on this text" not in nope   # floor 2: warmed from position 1 on

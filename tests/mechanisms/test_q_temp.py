@@ -115,3 +115,11 @@ def test_bad_keys_are_one_line_and_exit_2(tmp_path, capsys, rope, message):
 def test_decode_is_refused_naming_the_temperature():
     with pytest.raises(tracer.ScenarioError, match=r"^rope\.temperature: expected no \[decode\] section"):
         tracer.from_arrays(X, W_Q, W_K, W_V, mask="causal", decode=2, rope=dict(dims=0, temperature=dict(scale=1, floor=2)))
+
+
+def test_a_checkpoint_layer_says_when_the_text_is_too_short_to_be_warmed():
+    from tracer.mechanisms.q_temp import said
+    llama = dict(x=X, rope=dict(dims=0, temperature=dict(scale=0.1, floor=8192, shift=1)))
+    assert said(llama) == "its queries are multiplied by τ(p) = 1 + 0.1·ln(1 + ⌊(p + 1)/8192⌋) (q_temp): 1 on this text"
+    assert said(dict(x=X, rope=dict(dims=0, temperature=dict(scale=0.5, floor=2)))).endswith("(q_temp)")
+    assert said(dict(x=X, rope=None)) is None

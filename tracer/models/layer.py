@@ -58,11 +58,12 @@ def dense2026_layer(tensors, data: dict, ids: list[int], pieces: list[str], laye
     inner = text_config(data)
     arrays, shape = traced.arrays(tensors, data, ids, layer)
     heads, d = len(arrays["q"]), inner["hidden_size"]
+    stream = traced.STREAM.get(inner["model_type"], "x is the residual stream entering the layer")
     return dict(**arrays, tokens=pieces, name=f"{label}_layer{layer}",
                 title=f"{label}, layer {layer} ({shape}): {len(ids)} tokens, d_model {d}, {heads} heads of "
                       f"{arrays['q'][0].shape[1]}",
-                description=f"Layer {layer} of {inner['num_hidden_layers']} of {what}. x is the residual stream "
-                            f"entering the layer, computed by running the earlier blocks{_features(arrays, shape)}")
+                description=f"Layer {layer} of {inner['num_hidden_layers']} of {what}. {stream}, computed by running "
+                            f"the earlier blocks{_features(arrays, shape)}")
 
 
 def dense2026_described(data: dict, path: str | None, text: str, layer: int, heads=None) -> dict:

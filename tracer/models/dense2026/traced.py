@@ -16,6 +16,11 @@ from .common import Weights
 from .settings import WRAPPERS, rope_params, text_config
 
 
+STREAM = {"gemma3n_text": "x is what the layer's attention reads: the active one of its AltUp streams as the layer "
+                          "predicted it, normed (input_layernorm); residual is not the next stream (AltUp corrects "
+                          "them all after the MLP)"}   # what x is, where it is not the residual stream
+
+
 def handles(data: dict) -> bool:
     """Whether config.json is one of these families' (or a wrapper around one)."""
     kind = data.get("model_type")
