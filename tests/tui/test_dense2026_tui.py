@@ -111,3 +111,18 @@ async def test_the_worksheet_lays_out_the_new_steps(tmp_path, name, sid, shown):
         await settle(pilot)
         views = app.screen.query_one(Worksheet).views
         assert all(step in views for step in shown), sorted(views)
+
+
+@pilot_test
+async def test_the_model_view_of_a_tiny_gemma4_names_the_shared_layers(tiny):
+    import tiny_dense2026 as td
+    import tracer
+    from tui.screens.model import ModelScreen
+    folder, data, ids, ref = tiny("gemma4_text")
+    async with opened(tracer.from_model(folder, td.TEXT, 4), size=(120, 60)) as (app, pilot):
+        await pilot.press("M")
+        await settle(pilot)
+        assert isinstance(app.screen, ModelScreen)
+        text = screen_text(app)
+        assert "layer 1 · global, K = V" in text and "KV shared from layer 2" in text, text
+        assert "keeps 0 numbers a token" in text
