@@ -197,9 +197,9 @@ def _explain(cell) -> str:
     plus = f" + {eps:g}" if eps else ""
     turned = "; turned first, normed after" if sc.qk_norm_after_rope else ""
     if sc.qk_norm_kind == L2:
-        return (f"= {f(src)} ÷ √({f(ms)}{plus}) = {f(cell.value)}   ({over}; no gain{turned}: Llama 4's \"L2\" norm "
-                f"divides by the root mean square, so the row comes out of length √d_k = {f(np.sqrt(len(whole)))}, "
-                "not 1)").replace("-", "−")
+        return (f"= {f(src)} ÷ √({f(ms)}{plus}) = {f(cell.value)}   ({over}; no gain{turned}: the norm Llama 4 "
+                f"calls L2 divides by the root mean square, so the row comes out of length √d_k = "
+                f"{f(np.sqrt(len(whole)))}, not 1)").replace("-", "−")
     return (f"= {f(src)} ÷ √({f(ms)}{plus}) × {f(gain)} = {f(cell.value)}   "
             f"({over}; the gain of feature {j}{turned})").replace("-", "−")
 
