@@ -101,3 +101,12 @@ def test_the_description_says_what_x_is_and_the_temperature(tiny):
     nope = tracer.from_model(folder, td.TEXT, 1).description
     assert "its queries are multiplied by τ(p) = 1 + 0.5·ln(1 + ⌊(p + 1)/2⌋) (q_temp)" in nope
     assert ": 1 on this text" not in nope   # floor 2: warmed from position 1 on
+
+
+def test_the_description_names_an_unusual_rotation(tiny):
+    folder, data, ids, ref = tiny("nanochat")
+    text = tracer.from_model(folder, td.TEXT, 0).description
+    assert "q and k are turned first and normed after" in text and "turns the other way, by −p·θ" in text
+    folder, data, ids, ref = tiny("gemma4_text")
+    assert "only the first 0.25 of each head's pairs turn (proportional rotary)" in \
+        tracer.from_model(folder, td.TEXT, 1).description
