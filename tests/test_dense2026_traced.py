@@ -110,3 +110,23 @@ def test_the_description_names_an_unusual_rotation(tiny):
     folder, data, ids, ref = tiny("gemma4_text")
     assert "only the first 0.25 of each head's pairs turn (proportional rotary)" in \
         tracer.from_model(folder, td.TEXT, 1).description
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(num_kv_shared_layers=5), "num_kv_shared_layers: every layer shares, so no layer computes keys and values; "
+                                   "expected a configuration transformers can run"),
+    (dict(num_kv_shared_layers=4), "layer 1 (full_attention) shares keys and values, but no layer before layer 1 is "
+                                   "full_attention"),
+    (dict(use_bidirectional_attention="all"), "use_bidirectional_attention: \"all\" is not supported"),
+])
+def test_a_configuration_that_cannot_run_is_one_line(tiny, tmp_path, capsys, change, message):
+    import json
+    import shutil
+    folder, data, ids, ref = tiny("gemma4_text")
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    (copy / "config.json").write_text(json.dumps({**data, **change}), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["show", "--model", str(copy), "--text", td.TEXT, "--layer", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err

@@ -7,6 +7,8 @@ the family norms after it), the values' norm, K = V, keys and values shared acro
 nanochat's rotation the other way. Mistral 4's latent attention is not traced here yet."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 
 from ...errors import ScenarioError
@@ -129,8 +131,24 @@ BUILDERS = {"gemma4_text": _gemma, "gemma3n_text": _gemma, "llama4_text": _llama
             "olmo3": _pre_norm, "nanochat": _pre_norm, "minimax_m2": _pre_norm}
 
 
+@contextmanager
+def refused():
+    """config.json's impossible settings, as the forward finds them (every layer sharing keys and
+    values, a sharing layer with no earlier layer of its type, an unknown activation), in one line."""
+    try:
+        yield
+    except (ValueError, KeyError) as err:
+        field, _, said = str(err.args[0] if err.args else err).partition(": ")
+        raise ScenarioError(field, f"{said}; expected a configuration transformers can run") from None
+
+
 def kinds(data: dict) -> list[str]:
     """Each layer's kind in words (for the model's description and the heads overview)."""
+    with refused():
+        return _kinds(data)
+
+
+def _kinds(data: dict) -> list[str]:
     text = text_config(data)
     kind = text["model_type"]
     if kind in ("gemma4_text", "gemma3n_text"):
@@ -155,5 +173,6 @@ def arrays(tensors, data: dict, ids: list[int], layer) -> tuple[dict, str]:
                             f"expected one of {', '.join(BUILDERS)}")
     if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < count:
         raise ScenarioError("model.layer", f"expected a layer from 0 to {count - 1} (the model has {count}), got {layer!r}")
-    records = list(FORWARDS[kind](tensors, data, ids, layer))
-    return BUILDERS[kind](Weights(tensors), data, records, layer)
+    with refused():
+        records = list(FORWARDS[kind](tensors, data, ids, layer))
+        return BUILDERS[kind](Weights(tensors), data, records, layer)
