@@ -117,7 +117,8 @@ def test_the_description_names_an_unusual_rotation(tiny):
                                    "expected a configuration transformers can run"),
     (dict(num_kv_shared_layers=4), "layer 1 (full_attention) shares keys and values, but no layer before layer 1 is "
                                    "full_attention"),
-    (dict(use_bidirectional_attention="all"), "use_bidirectional_attention: \"all\" is not supported"),
+    (dict(use_bidirectional_attention="all"), "use_bidirectional_attention: \"all\" is not supported; expected causal "
+                                              "attention\n"),
 ])
 def test_a_configuration_that_cannot_run_is_one_line(tiny, tmp_path, capsys, change, message):
     import json

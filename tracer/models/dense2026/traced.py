@@ -137,6 +137,8 @@ def refused():
     values, a sharing layer with no earlier layer of its type, an unknown activation), in one line."""
     try:
         yield
+    except ScenarioError:   # already one line naming its field
+        raise
     except (ValueError, KeyError) as err:
         field, _, said = str(err.args[0] if err.args else err).partition(": ")
         raise ScenarioError(field, f"{said}; expected a configuration transformers can run") from None
