@@ -74,16 +74,21 @@ def reference(a: dict, mask: str = "causal", by_hand: bool = False) -> dict:
     k = [x @ w for w in a["k"]]
     v = [x @ w for w in a["v"]]
     out = {}
+    after = a.get("qk_norm_after_rope", False)   # nanochat, Llama 4: turned first, normed after
+    if after:
+        q, k = [rotate(m, a["rope"]) for m in q], [rotate(m, a["rope"]) for m in k]
+        out.update({f"h{h}.q_rot": q[h] for h in range(H)})
     if "q_norm" in a:
         eps = a.get("qk_norm_eps", 1e-6)
+        gain = lambda g: 1.0 if isinstance(g, str) else g   # "l2": no gain  # noqa: E731
         if a.get("qk_norm_scope", "head") == "head":
-            q = [rms(m, g, eps) for m, g in zip(q, a["q_norm"])]
-            k = [rms(m, g, eps) for m, g in zip(k, a["k_norm"])]
+            q = [rms(m, gain(g), eps) for m, g in zip(q, a["q_norm"])]
+            k = [rms(m, gain(g), eps) for m, g in zip(k, a["k_norm"])]
         else:   # every head's q side by side, normed over the whole width, then split again
             q = np.split(rms(np.concatenate(q, 1), np.concatenate(a["q_norm"]), eps), H, axis=1)
             k = np.split(rms(np.concatenate(k, 1), np.concatenate(a["k_norm"]), eps), G, axis=1)
         out.update({f"h{h}.q_norm": q[h] for h in range(H)})
-    if a.get("rope"):
+    if a.get("rope") and not after:
         q, k = [rotate(m, a["rope"]) for m in q], [rotate(m, a["rope"]) for m in k]
         out.update({f"h{h}.q_rot": q[h] for h in range(H)})
     ok, n, zs = allowed(mask, len(x)), len(x), []

@@ -224,7 +224,7 @@ def test_scenario_files_are_data_only(tmp_path):
     (["stable=maybe"], "--set stable: expected true or false, got 'maybe'"),
     (["normalize=sigmoid"], "--set normalize: expected softmax or relu, got 'sigmoid'"),
     (["layout=diagonal"], "--set layout: expected rows or columns, got 'diagonal'"),
-    (["mask=casual"], "--set mask: expected none, causal, causal_lower_right, sliding:W, streaming:S:W or a 0/1 matrix like "
+    (["mask=casual"], "--set mask: expected none, causal, causal_lower_right, sliding:W, streaming:S:W, chunked:C or a 0/1 matrix like "
                       "[[1,0],[1,1]], got 'casual' "
                       "(did you mean \"causal\"?)"),
 ])
@@ -304,7 +304,7 @@ ARRAYS = {  # keyword arguments of from_arrays → the message it must give
                 "got 2 matrices"),
     "v rows": (dict(v=np.ones((4, 2))), "weights.v: expected a 3 × d_v matrix (d_model × d_v, d_model = 3 from x), got 4 × 2"),
     "mask shape": (dict(mask=np.ones((3, 3), dtype=bool)), "mask: expected a 2 × 2 matrix (query × key), got 3 × 3"),
-    "mask word": (dict(mask="upper"), "mask: expected one of none, causal, causal_lower_right, sliding:W, streaming:S:W or a matrix "
+    "mask word": (dict(mask="upper"), "mask: expected one of none, causal, causal_lower_right, sliding:W, streaming:S:W, chunked:C or a matrix "
                   "of 0/1, 2 × 2, got a string ('upper')"),
     "tokens": (dict(tokens=["a"]), "tokens: expected 2 labels (one per token of x), got 1"),
     "tokens string": (dict(tokens="ab"), "tokens: expected a list of 2 strings, got a string ('ab')"),

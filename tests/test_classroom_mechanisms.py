@@ -151,6 +151,7 @@ def test_qk_norm_makes_a_class_for_any_seed(tmp_path, capsys, seed, monkeypatch)
     ("softcap", "soft-capping takes C·tanh(s ÷ C) (C = 5), and tanh of any fraction but 0 is no fraction"),
     ("residual_norm", "a norm divides by a square root (of the variance + eps, eps = 1e-05), which is not a fraction"),
     ("mla", "rotary positions turn the queries and keys by cosines and sines, which are not fractions"),
+    ("no_scale", "a norm of the values divides by a square root, which is not a fraction"),
 ])
 def test_a_lesson_small_numbers_cannot_fill_is_refused_with_its_reason(tmp_path, capsys, name, why):
     code, out, err = cli(capsys, "class", "make", name, "--students", "2", "-o", str(tmp_path / "c"))

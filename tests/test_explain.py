@@ -149,10 +149,15 @@ def with_mechanisms() -> list:
                                 v_norm=True)
     indexed = tracer.from_arrays(r(5, 6), list(r(2, 6, 2)), list(r(2, 6, 2)), list(r(2, 6, 2)), o=r(4, 6),
                                  sparse=dict(topk=2, scale=0.5), index_q=r(6, 4), index_k=r(6, 2), index_w=r(6, 2))
+    dense = tracer.from_arrays(r(6, 6), list(r(2, 6, 4)), list(r(1, 6, 4)), list(r(1, 6, 2)), mask="chunked:4",
+                               q_norm="l2", k_norm="l2", qk_norm_after_rope=True,
+                               rope=dict(base=10.0, temperature=dict(scale=0.5, floor=2)),
+                               shared_kv=dict(source="layer 1", x=r(6, 6)))
     return [("QK-norm over all heads, yarn, output norm", sc, {}),
             ("a lightning indexer of 2 heads, top-2", indexed, {}),
             ("a lightning indexer, by-hand, columns", indexed, dict(arithmetic="by-hand", layout="columns")),
             ("values normed, grouped", values, {}),
+            ("weightless QK-norm after the rotation, chunked", dense, {}),
             ("QK-norm over all heads, by-hand, columns", sc, dict(arithmetic="by-hand", layout="columns")),
             ("latent attention, compressed queries, yarn", latent, {}),
             ("latent attention, by-hand, columns", latent, dict(arithmetic="by-hand", layout="columns")),

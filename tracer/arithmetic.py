@@ -123,12 +123,12 @@ def _parse(key: str, value):
         if isinstance(text, str) and text.startswith("["):  # --set mask=[[1,0],[1,1]]: a TOML array
             from .tomlfile import parse_toml
             return parse_toml(f"mask = {value}", None)["mask"]
-        if isinstance(text, str) and text.startswith(("sliding:", "streaming:")):
+        if isinstance(text, str) and text.startswith(("sliding:", "streaming:", "chunked:")):
             from .masks import read_mask
             return read_mask(text, 1, "rows")   # the word is checked here; the size when it runs
         if isinstance(text, str):
             return _word(key, value, text, WORDS[key],
-                         "none, causal, causal_lower_right, sliding:W, streaming:S:W or a 0/1 matrix like "
+                         "none, causal, causal_lower_right, sliding:W, streaming:S:W, chunked:C or a 0/1 matrix like "
                          "[[1,0],[1,1]]")
         return value  # a matrix: checked against the scenario's size when it runs
     raise ScenarioError(key, f"unknown arithmetic key{suggest(key, KEYS)}; expected one of {', '.join(KEYS)}")

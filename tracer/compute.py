@@ -17,6 +17,7 @@ from .kernels import matmul
 from .projections import key_values, latest, project_one, projections, textbook
 from .masks import kernel_mask, mask_matrix
 from .mechanisms import out_norm, qk_norm
+from .mechanisms.q_temp import steps as q_temp
 from .mechanisms.rotary import frequencies
 from .mechanisms.rotary.rotation import rotate_one
 
@@ -129,6 +130,10 @@ def inputs(run) -> dict:
     if sc.rope is not None:
         d = 2 * sc.dims().pairs
         got["freqs"] = np.ascontiguousarray(frequencies.frequencies(sc.rope, d)[:, None], dtype=dt)
+    if sc.shared_kv is not None and sc.shared_kv["x"] is not None:   # shared KV: the source layer's input
+        got["kv_x"] = np.ascontiguousarray(sc.shared_kv["x"], dtype=dt)
+    if sc.q_temp is not None:                                        # the query temperature
+        got["tau"] = np.ascontiguousarray(q_temp.taus(sc.q_temp)[:, None], dtype=dt)
     if sc.context is not None:
         got["context"] = np.ascontiguousarray(sc.context, dtype=dt)
     if sc.norm_in is not None:
@@ -202,10 +207,14 @@ def _stage_head(run, h: int, K) -> tuple[dict, bool]:
         return _latent_head(run, h, K, ids, allowed)
     kv = key_values(run, h, K)
     got = {"q": project_one(K, run.held(run.step(ids["q"]).inputs[0]), sc.w_q[h], None if sc.b_q is None else sc.b_q[h], dt)}
-    if sc.q_norm is not None:                                        # QK-norm
+    if sc.q_norm is not None and not sc.qk_norm_after_rope:         # QK-norm
         got["q_norm"] = qk_norm.normed_one(K, run, "q", h, got["q"])
     if sc.rope is not None:                                          # rotary positions
         got["q_rot"] = rotate_one(K, sc.rope, got[latest(got, "query")], dt)
+    if sc.qk_norm_after_rope:                                        # QK-norm after the rotation
+        got["q_norm"] = qk_norm.normed_one(K, run, "q", h, got["q_rot"])
+    if sc.q_temp is not None:                                        # the query temperature
+        got["q_temp"] = q_temp.warm(sc.q_temp, got[latest(got, "query")])
     out = {ids[kind]: arr for kind, arr in {**got, **kv}.items()}
     q, k = got[latest(got, "query")], kv[latest(kv, "key")]
     if run.arithmetic.online:   # the keys in blocks (tracer/online.py) instead of the whole score matrix

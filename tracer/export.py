@@ -258,8 +258,10 @@ def arithmetic_words(trace) -> str:
     """The arithmetic in force, in words: `⌊s ÷ 2⌋ for ÷√3, powers 3^s, raw powers, float64`."""
     a, d_k = trace.arithmetic, trace.scenario.d_k
     c = a.scale_divisor(d_k)
-    scale = {"sqrt": f"scores ÷ √{d_k}", "floor": f"⌊scores ÷ {c:g}⌋ in place of ÷ √{d_k}",
-             "none": "scores not scaled"}.get(a.scale, f"scores ÷ {c:g}")
+    if a.scale in ("sqrt", "none"):   # no divisor to write (scale 1: Gemma 4's)
+        scale = f"scores ÷ √{d_k}" if a.scale == "sqrt" else "scores not scaled"
+    else:
+        scale = f"⌊scores ÷ {c:g}⌋ in place of ÷ √{d_k}" if a.scale == "floor" else f"scores ÷ {c:g}"
     if a.normalize == "relu":
         return f"{scale}, then max(0, s) in place of softmax, {a.dtype}"
     base = "e" if a.softmax_base == "e" else f"{a.base:g}"

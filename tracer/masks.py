@@ -1,5 +1,5 @@
 """Masks: which keys each query may attend, from a word (`causal`, `causal_lower_right`,
-`sliding:W`, `streaming:S:W`) or a 0/1 matrix written like the layout's scores; stored as
+`sliding:W`, `streaming:S:W`, `chunked:C`) or a 0/1 matrix written like the layout's scores; stored as
 query × key booleans."""
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import numpy as np
 
 from .checks import kind, matrix, suggest
 from .errors import ScenarioError
+from .mechanisms.chunked.formula import chunk_start
 
-WORDS = ("none", "causal", "causal_lower_right", "sliding:W", "streaming:S:W")
+WORDS = ("none", "causal", "causal_lower_right", "sliding:W", "streaming:S:W", "chunked:C")
 MAX_WINDOW = 2**31 - 1   # more keys than any scenario has: a wider window is the causal mask
 
 
@@ -28,6 +29,8 @@ def read_mask(value, n: int, layout: str, m: int | None = None):
                                 f"a query sees), got {_shown(value)}")
         if value.startswith("streaming:"):
             return _streaming(value)
+        if value.startswith("chunked:"):
+            return _chunked(value)
         raise ScenarioError("mask", f"expected one of {', '.join(WORDS)} or a matrix of 0/1, {n} × {m}, got "
                             f"{kind(value)}{suggest(value, WORDS[:3])}")
     if isinstance(value, np.ndarray) and value.dtype == bool:
@@ -63,6 +66,20 @@ def _streaming(value: str) -> str:
                         f"keeps) and W from 1 to {MAX_WINDOW} (the recent keys it sees), got {_shown(value)}")
 
 
+def _chunked(value: str) -> str:
+    """`chunked:C`: Llama 4's chunks, a query sees the earlier keys of its own chunk of C tokens."""
+    size = value.partition(":")[2]
+    if _whole(size, 1):
+        return f"chunked:{int(size)}"
+    raise ScenarioError("mask", f"expected chunked:C with a whole number C from 1 to {MAX_WINDOW} (the tokens of "
+                        f"a chunk), got {_shown(value)}")
+
+
+def chunk(mask) -> int | None:
+    """C of a chunked mask, else None."""
+    return int(mask.partition(":")[2]) if isinstance(mask, str) and mask.startswith("chunked:") else None
+
+
 def streaming(mask) -> tuple[int, int] | None:
     """(S, W) of a streaming mask (the first tokens kept, the window), else None."""
     if isinstance(mask, str) and mask.startswith("streaming:"):
@@ -92,6 +109,9 @@ def _word_matrix(mask: str, n: int, m: int) -> np.ndarray | None:
     if mask.startswith("streaming:"):
         kept, width = streaming(mask)
         return np.ascontiguousarray((j <= i) & ((j < kept) | (j > i - width)))
+    if chunk(mask):
+        start = chunk_start   # the first position of a chunk: mechanisms/chunked/formula.py
+        return np.ascontiguousarray((j <= i) & (start(j, chunk(mask)) == start(i, chunk(mask))))
     width = int(mask.partition(":")[2])
     return np.ascontiguousarray((j <= i) & (j > i - width))
 
@@ -123,8 +143,13 @@ def describe(mask, query: int | None = None, key: int | None = None) -> str:
     if isinstance(mask, str) and mask in ("causal", "causal_lower_right"):
         return "comes after"
     if isinstance(mask, str) and query is not None and key is not None and key > query \
-            and mask.startswith(("sliding:", "streaming:")):
+            and mask.startswith(("sliding:", "streaming:", "chunked:")):
         return "comes after"
+    if chunk(mask) and query is not None and key is not None:
+        c = chunk(mask)
+        return f"is in chunk ⌊{key}/{c}⌋ = {key // c}, earlier but not in the chunk ⌊{query}/{c}⌋ = {query // c} of"
+    if chunk(mask):
+        return f"is outside the chunk of {chunk(mask)} tokens of"
     if isinstance(mask, str) and mask.startswith("sliding:"):
         return f"is outside the window of {mask.partition(':')[2]} keys of"
     if streaming(mask):

@@ -99,6 +99,22 @@ def _unscaled(trace):
     return None if trace.arithmetic.scale_divisor(trace.scenario.d_k) is None else _rerun(trace, scale="none")
 
 
+def _sqrt_where_none(trace):
+    """÷√d_k where the model divides by nothing (Gemma 4's scale 1)."""
+    return _rerun(trace, scale="sqrt") if trace.arithmetic.scale == "none" else None
+
+
+def _chunks_as_causal(trace):
+    mask = trace.mask
+    return _rerun(trace, mask="causal") if isinstance(mask, str) and mask.startswith("chunked:") else None
+
+
+def _no_temperature(trace):
+    """The queries not warmed: τ = 1 everywhere (a temperature of scale 0)."""
+    spec = trace.scenario.q_temp
+    return None if spec is None or not spec["scale"] else _replace(trace, q_temp={**spec, "scale": 0.0})
+
+
 def _rotary(sc) -> bool:
     return sc.rope is not None and sc.mla is None
 
@@ -246,6 +262,8 @@ TABLE = (
             _scale(lambda sc: 1 / math.sqrt(sc.d_k))),
     Mistake("scale_d_model", "your scores are divided by √d_model = √{d_model} (the model's width), not √d_k (a "
             "head's)", "divide by √d_k = {c}", "scaled", _scale(lambda sc: math.sqrt(sc.d_model))),
+    Mistake("scale_where_none", "your scores are divided by √d_k, but this model divides by nothing (scale 1: its "
+            "QK-norm bounds them)", "leave q·k as it is", "scaled", _sqrt_where_none),
     Mistake("softmax_axis", "your weights' columns sum to 1, not their rows: the softmax ran over the queries",
             "normalise each query's row: softmax(…, dim=-1)", "weights", _replayed("columns")),
     Mistake("mask_diagonal", "the diagonal is masked too: each query is hidden from its own key (a mask off by one)",
@@ -261,6 +279,10 @@ TABLE = (
             "fill with −∞ (float('-inf')), whose power is 0", "masked", _replayed("zero")),
     Mistake("mask_after", "the mask was applied to the weights after the softmax: rows no longer sum to 1",
             "mask the scores (−∞) before the softmax", "weights", _replayed("after")),
+    Mistake("chunks_as_causal", "your mask is causal: each query also sees the keys of earlier chunks",
+            "keep key j for query i only when j ≤ i and ⌊j/C⌋ = ⌊i/C⌋", "masked", _chunks_as_causal),
+    Mistake("no_temperature", "your queries are not warmed: τ(p) is missing (q_temp = q)",
+            "multiply each query by its position's τ (step tau)", "q_temp", _no_temperature),
     Mistake("window_short", "the sliding window is one key too short", "keep keys i − W < j ≤ i", "masked", _window(-1)),
     Mistake("window_long", "the sliding window is one key too long", "keep keys i − W < j ≤ i", "masked", _window(1)),
     Mistake("rope_pairs", "your rotation pairs the other features: {other}", "pair features as {style}", "q_rot",

@@ -9,12 +9,16 @@ from .ids import step_id
 from .kernels import matmul, pool
 from .mechanisms import v_norm
 from .mechanisms.qk_norm import normed_all, normed_one
+from .mechanisms.q_temp import steps as q_temp
 from .mechanisms.rotary.rotation import rotate, rotate_one
-from .steps.base import latest_stage
+from .steps.base import KINDS
 
 def latest(arrays: dict, chain: str) -> str:
-    """The kind of the last stage of `chain` among `arrays`' kinds (q_rot, else q_norm, else q)."""
-    return latest_stage(arrays, chain)
+    """The kind of the last stage of `chain` among `arrays`' kinds, which are in computation order
+    (q_rot, else q_norm, else q; q_norm when QK-norm comes after the rotation)."""
+    chains = {kind.word: kind.chain for kind in KINDS.values()}
+    found = [kind for kind in arrays if chains.get(kind) == chain]
+    return found[-1] if found else None
 
 
 def textbook(sc) -> bool:
@@ -50,7 +54,8 @@ def _batched(run, heads: list[int]):
     q = matmul(run.held(run.step(ids[0]["q"]).inputs[0]), _heads(sc.w_q, heads, dt))
     if sc.b_q is not None:
         q += sc.b_q[heads[0]:heads[-1] + 1, None, :].astype(dt)
-    if sc.q_norm is not None:
+    after = sc.qk_norm_after_rope
+    if sc.q_norm is not None and not after:
         extra.update({i["q"]: q[n] for n, i in enumerate(ids)})
         q = normed_all(run, "q", heads, q)
     per = sc.heads // sc.groups
@@ -59,8 +64,15 @@ def _batched(run, heads: list[int]):
     for g, got in zip(groups, kv):
         extra.update({run.plan_ids(g * per)[kind]: a for kind, a in got.items()})
     if sc.rope is not None:
-        extra.update({i["q" if sc.q_norm is None else "q_norm"]: q[n] for n, i in enumerate(ids)})
+        extra.update({i["q" if sc.q_norm is None or after else "q_norm"]: q[n] for n, i in enumerate(ids)})
         q = rotate(q, sc.rope, dt)
+    if after:                                     # QK-norm after the rotation (nanochat, Llama 4)
+        extra.update({i["q_rot"]: q[n] for n, i in enumerate(ids)})
+        q = normed_all(run, "q", heads, q)
+    if sc.q_temp is not None:                     # the query temperature
+        before = latest({kind: sid for kind, sid in ids[0].items() if kind != "q_temp"}, "query")
+        extra.update({i[before]: q[n] for n, i in enumerate(ids)})
+        q = q_temp.warm(sc.q_temp, q)
     # the fused kernels read group h·G/H for head h: whole groups are passed as they are
     aligned = heads[0] % per == 0 and len(heads) % per == 0
     pick = range(len(groups)) if aligned else [h // per - groups[0] for h in heads]
@@ -74,7 +86,7 @@ def _group_kv(run, groups: list[int], first_ids: dict, per: int) -> list[dict]:
     sc, dt = run.scenario, run.dtype
     held = [run.plan_ids(g * per) for g in groups]
     if all(run.held(i["k"]) is not None for i in held):
-        return [{kind: run.held(i[kind]) for kind in KV_KINDS if kind in i} for i in held]
+        return [{kind: run.held(sid) for kind, sid in i.items() if kind in KV_KINDS} for i in held]
     src = run.held(run.step(first_ids["k"]).inputs[0])
     k = matmul(src, _heads(sc.w_k, groups, dt))
     if sc.b_k is not None:
@@ -89,12 +101,16 @@ def _group_kv(run, groups: list[int], first_ids: dict, per: int) -> list[dict]:
         if sc.b_v is not None:
             v += sc.b_v[groups[0]:groups[-1] + 1, None, :].astype(dt)
     normed_v = v_norm.normed(run, groups, v) if sc.v_norm is not None else None   # the values' norm
-    k_norm = normed_all(run, "k", groups, k) if sc.k_norm is not None else None
+    after = sc.qk_norm_after_rope
+    k_norm = normed_all(run, "k", groups, k) if sc.k_norm is not None and not after else None
     k_rot = rotate(k if k_norm is None else k_norm, sc.rope, dt) if sc.rope is not None else None
+    stages = [("k_norm", k_norm), ("k_rot", k_rot)]
+    if after:                                     # QK-norm after the rotation
+        stages = [("k_rot", k_rot), ("k_norm", normed_all(run, "k", groups, k_rot))]
     out = []
     for n in range(len(groups)):
         got = {"k": k[n], "v": v[n]}
-        for kind, a in (("v_down", v_down), ("v_norm", normed_v), ("k_norm", k_norm), ("k_rot", k_rot)):
+        for kind, a in (("v_down", v_down), ("v_norm", normed_v), *stages):
             if a is not None:
                 got[kind] = a[n]
         out.append(got)
@@ -127,10 +143,13 @@ def key_values(run, h: int, K) -> dict:
         got["v"] = project_one(K, src, sc.w_v[g], None if sc.b_v is None else sc.b_v[g], dt)
     if sc.v_norm is not None:                                       # the values' norm
         got["v_norm"] = v_norm.normed(run, [g], got["v"], K)
-    if sc.k_norm is not None:
+    after = sc.qk_norm_after_rope
+    if sc.k_norm is not None and not after:
         got["k_norm"] = normed_one(K, run, "k", g, got["k"])
     if sc.rope is not None:
         got["k_rot"] = rotate_one(K, sc.rope, got[latest(got, "key")], dt)
+    if after:                                                       # QK-norm after the rotation
+        got["k_norm"] = normed_one(K, run, "k", g, got["k_rot"])
     return got
 
 

@@ -3,6 +3,7 @@ sharing keys and values saves), in numbers for the scenario at hand; shown besid
 from __future__ import annotations
 
 from .ids import step_id
+from .mechanisms.kv_sharing.steps import note as shared_note
 
 
 def sharing(trace, step) -> str | None:
@@ -10,6 +11,8 @@ def sharing(trace, step) -> str | None:
     much smaller the KV cache is than with one key/value head per query head."""
     sc = trace.scenario
     heads, groups = sc.heads, sc.groups
+    if sc.shared_kv is not None:   # keys and values of another layer: their cache counted once
+        return shared_note(trace, step)
     if groups == heads or (step.head is None and step.group is None):
         return None
     per = heads // groups

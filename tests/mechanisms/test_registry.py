@@ -24,15 +24,18 @@ LAYERS = {"qk_norm": dict(q_norm=[1.0, 2.0], k_norm=[1.0, 1.0]), "softcap": dict
           "alibi": dict(alibi=True), "sinks": dict(sinks=[0.5]), "score_bias": dict(score_bias=np.zeros((3, 3))),
           "out_norm": dict(o=EYE, out_norm={}), "rotary": dict(rope={}), "latent": dict(mla=MLA, q=None, k=None, v=None),
           "v_norm": dict(v_norm=True),
-          "indexer": dict(sparse=dict(topk=1), index_q=[[1.0], [1.0]], index_k=[[1.0], [0.0]])}
+          "indexer": dict(sparse=dict(topk=1), index_q=[[1.0], [1.0]], index_k=[[1.0], [0.0]]),
+          "q_temp": dict(rope=dict(dims=0, temperature=dict(scale=1.0, floor=1))),
+          "kv_sharing": dict(shared_kv=dict(source="layer A", x=X))}
 # what a run of each does on each path, as the modules' docstrings and the README say
 ONLINE = {"qk_norm": True, "softcap": False, "alibi": False, "sinks": False, "score_bias": False, "out_norm": True,
-          "rotary": True, "latent": False, "v_norm": True, "indexer": False}
+          "rotary": True, "latent": False, "v_norm": True, "indexer": False, "q_temp": True, "kv_sharing": True}
 DECODE = {"qk_norm": False, "softcap": False, "alibi": False, "sinks": False, "score_bias": False,
-          "out_norm": False, "rotary": True, "latent": True, "v_norm": False, "indexer": False}
+          "out_norm": False, "rotary": True, "latent": True, "v_norm": False, "indexer": False, "q_temp": False,
+          "kv_sharing": False}
 LABELS = {"qk_norm": "weights.q_norm", "softcap": "softcap", "alibi": "alibi", "sinks": "weights.sinks",
           "score_bias": "score_bias", "out_norm": "out_norm", "rotary": "rope", "latent": r"\[mla\]",
-          "v_norm": "weights.v_norm", "indexer": r"\[sparse\]"}
+          "v_norm": "weights.v_norm", "indexer": r"\[sparse\]", "q_temp": r"rope\.temperature", "kv_sharing": "shared_kv"}
 
 
 def layer(name: str, **keys) -> tracer.Scenario:

@@ -3,18 +3,22 @@ and multiplied by a learned gain, before the rotation, so that no score can grow
 
 A scenario file writes `[weights] q_norm`, `k_norm` (one gain vector for all heads, or one per head;
 per group for k), `norm_eps` and `norm_scope` ("head": over each head's d_k, Qwen3 and Gemma 3;
-"all": over every head's features side by side, OLMo 2)."""
+"all": over every head's features side by side, OLMo 2). `q_norm = k_norm = "l2"` is the weightless
+norm of Llama 4 and nanochat (CONTRACT §17): Llama 4's "L2" norm divides by the root mean square, as
+every RMS norm here, with no gain (a gain of ones); `qk_norm_after_rope = true` norms after the
+rotation (nanochat, Llama 4)."""
 from __future__ import annotations
 
 import numpy as np
 
-from ..checks import choice, number, vectors
+from ..checks import choice, kind, number, vectors
 from ..errors import ScenarioError
 from ..rms import mean_square, refuse_zero_rows, rms_rows
 from ..steps.base import Kind, register
 from .declaration import Mechanism
 
 SCOPES = ("head", "all")
+L2 = "l2"   # the weightless norm's word: an RMS norm with a gain of ones
 
 
 # ------------------------------------------------------------------ the scenario's keys
@@ -27,6 +31,9 @@ def read(scenario, data: dict) -> dict:
         for key in ("norm_eps", "norm_scope"):
             if key in weights and not (key == "norm_eps" and weights.get("v_norm")):   # v_norm's eps too
                 raise ScenarioError(f"weights.{key}", "expected only with q_norm and k_norm (QK-norm's gains)")
+        if weights.get("qk_norm_after_rope"):
+            raise ScenarioError("weights.qk_norm_after_rope", "expected q_norm and k_norm in [weights] (nothing to "
+                                "norm after the rotation)")
         return {}
     if len(given) == 1:
         other = "k_norm" if given[0] == "q_norm" else "q_norm"
@@ -35,10 +42,40 @@ def read(scenario, data: dict) -> dict:
     eps = number(weights.get("norm_eps", 1e-6), "weights.norm_eps")
     if not 0 <= eps < 1:
         raise ScenarioError("weights.norm_eps", f"expected a number from 0 to 1 (added to the mean square), got {eps:g}")
+    after = _after_rope(scenario, weights)
+    if any(isinstance(weights[key], str) for key in given):
+        return {**_weightless(scenario, weights), "qk_norm_eps": eps, "qk_norm_after_rope": after}
     d_k = scenario.d_k
-    return {"q_norm": vectors(weights["q_norm"], "weights.q_norm", scenario.heads, d_k, "d_k"),
+    if after and weights.get("norm_scope") == "all":
+        raise ScenarioError("weights.norm_scope", 'expected "head" with qk_norm_after_rope (each head\'s rows are '
+                            "turned, then normed)")
+    return {"qk_norm_after_rope": after, "q_norm": vectors(weights["q_norm"], "weights.q_norm", scenario.heads, d_k, "d_k"),
             "k_norm": vectors(weights["k_norm"], "weights.k_norm", scenario.groups, d_k, "d_k"),
             "qk_norm_eps": eps, "qk_norm_scope": choice(weights, "norm_scope", SCOPES, "head", "weights.norm_scope")}
+
+
+def _weightless(scenario, weights: dict) -> dict:
+    """`q_norm = k_norm = "l2"`: gains of ones over each head's d_k."""
+    for key in ("q_norm", "k_norm"):
+        if not (isinstance(weights[key], str) and weights[key] == L2):
+            expected = 'a gain (d_k numbers) or "l2"' if key == "q_norm" or isinstance(weights[key], str) \
+                else '"l2" as q_norm is "l2"'
+            raise ScenarioError(f"weights.{key}", f"expected {expected}, got {kind(weights[key])}")
+    if choice(weights, "norm_scope", SCOPES, "head", "weights.norm_scope") != "head":
+        raise ScenarioError("weights.norm_scope", 'expected "head" with q_norm = "l2" (the weightless norm of each '
+                            "head's q and k)")
+    return {"q_norm": np.ones((scenario.heads, scenario.d_k)), "k_norm": np.ones((scenario.groups, scenario.d_k)),
+            "qk_norm_scope": "head", "qk_norm_kind": L2}
+
+
+def _after_rope(scenario, weights: dict) -> bool:
+    """`qk_norm_after_rope = true`: q and k turned first, normed after (nanochat, Llama 4)."""
+    after = weights.get("qk_norm_after_rope", False)
+    if not isinstance(after, (bool, np.bool_)):
+        raise ScenarioError("weights.qk_norm_after_rope", f"expected true or false, got {kind(after)}")
+    if after and scenario.rope is None:
+        raise ScenarioError("weights.qk_norm_after_rope", "expected a [rope] section (no rotation to norm after)")
+    return bool(after)
 
 
 # ------------------------------------------------------------------ the formula: the RMS norm of rows
@@ -123,8 +160,12 @@ TIP = "square each number of the row, take the mean and its square root; divide,
 
 def _formula(name: str):
     def formula(ctx) -> str:
-        over = "its head's d_k" if ctx.dims.of("qk_norm") == "head" else "every head's, side by side"
-        return f"{name} ÷ RMS({name})·g, per token (RMS over {over})"
+        kind, after = ctx.dims.of("qk_norm")
+        source = f"{name}_rot" if after else name
+        if kind == L2:
+            return f"{source} ÷ RMS({source}), per token (RMS over its head's d_k; no gain)"
+        over = "its head's d_k" if kind == "head" else "every head's, side by side"
+        return f"{source} ÷ RMS({source})·g, per token (RMS over {over})"
     return formula
 
 
@@ -137,9 +178,9 @@ def _index(cell) -> int:
 
 
 def _row_ids(cell) -> list[str]:
-    """The steps whose rows the root mean square is taken over: this head's, or (scope "all")
-    every head's queries (every group's keys), this one's first."""
-    own = cell.sid(_which(cell))
+    """The steps whose rows the root mean square is taken over: this head's (its rotated ones, after
+    the rotation), or (scope "all") every head's queries (every group's keys), this one's first."""
+    own = cell.step.inputs[0] if len(cell.step.inputs) == 1 else cell.sid(_which(cell))
     return [own] + [sid for sid in cell.step.inputs if sid != own]
 
 
@@ -154,8 +195,13 @@ def _explain(cell) -> str:
     over = (f"the mean of {who}'s {len(whole)} squares" if len(rows) == 1
             else f"the mean of {who}'s {len(whole)} squares over all {len(rows)} {'heads' if _which(cell) == 'q' else 'groups'}")
     plus = f" + {eps:g}" if eps else ""
+    turned = "; turned first, normed after" if sc.qk_norm_after_rope else ""
+    if sc.qk_norm_kind == L2:
+        return (f"= {f(src)} ÷ √({f(ms)}{plus}) = {f(cell.value)}   ({over}; no gain{turned}: the norm Llama 4 "
+                f"calls L2 divides by the root mean square, so the row comes out of length √d_k = "
+                f"{f(np.sqrt(len(whole)))}, not 1)").replace("-", "−")
     return (f"= {f(src)} ÷ √({f(ms)}{plus}) × {f(gain)} = {f(cell.value)}   "
-            f"({over}; the gain of feature {j})").replace("-", "−")
+            f"({over}; the gain of feature {j}{turned})").replace("-", "−")
 
 
 def _sources(cell) -> dict:
@@ -166,22 +212,35 @@ def _sources(cell) -> dict:
 def _inputs(kind: str):
     """This head's (group's) q or k, or under scope "all" every head's q (every group's k)."""
     def inputs(ctx, h) -> list[str]:
-        if ctx.dims.of("qk_norm") == "head":
+        if ctx.dims.of("qk_norm")[1]:      # after the rotation: this head's rotated rows
+            return [ctx.sid(f"{kind}_rot", h)]
+        if ctx.dims.of("qk_norm")[0] != "all":
             return [ctx.sid(kind, h)]
         step = 1 if kind == "q" else ctx.dims.heads // ctx.dims.kv_heads
         return list(dict.fromkeys(ctx.sid(kind, g) for g in range(0, ctx.dims.heads, step)))
     return inputs
 
 
-def _on(ctx) -> bool:
-    return ctx.dims.of("qk_norm") is not None
+def on(after: bool):
+    """Present before the rotation, or (qk_norm_after_rope: mechanisms/norm_after_rope) after it."""
+    return lambda ctx: ctx.dims.of("qk_norm") is not None and ctx.dims.of("qk_norm")[1] == after
 
 
-register(Kind("q_norm", "Queries, normed", ("token", "d_k"), "head", _WHY.format(what="query"),
-              _formula("q"), _explain, _sources, inputs=_inputs("q"), present=_on, chain="query", tip=TIP), after="q")
-register(Kind("k_norm", "Keys, normed", lambda ctx: ("context", "d_k") if ctx.cross else ("token", "d_k"), "kv",
-              _WHY.format(what="key"), _formula("k"), _explain, _sources, inputs=_inputs("k"), present=_on,
-              chain="key", tip=TIP), after="k")
+def kinds(after: bool) -> tuple[Kind, Kind]:
+    """The steps q_norm and k_norm, before the rotation or after it (registered there by norm_after_rope)."""
+    name = "_after_rope" if after else ""
+    key_axes = lambda ctx: ("context", "d_k") if ctx.cross else ("token", "d_k")   # noqa: E731
+    return (Kind("q_norm" + name, "Queries, normed", ("token", "d_k"), "head", _WHY.format(what="query"), _formula("q"),
+                 _explain, _sources, inputs=_inputs("q"), present=on(after), chain="query", tip=TIP,
+                 short="q_norm" if after else None),
+            Kind("k_norm" + name, "Keys, normed", key_axes, "kv", _WHY.format(what="key"), _formula("k"), _explain,
+                 _sources, inputs=_inputs("k"), present=on(after), chain="key", tip=TIP,
+                 short="k_norm" if after else None))
+
+
+_q_kind, _k_kind = kinds(after=False)
+register(_q_kind, after="q")
+register(_k_kind, after="k")
 
 
 # ------------------------------------------------------------------ the declaration
@@ -198,20 +257,26 @@ def _checkpoint(blk, cfg, layer: int) -> dict:
 def _said(arrays: dict) -> str | None:
     if "q_norm" not in arrays:
         return None
-    return "q_norm and k_norm RMS-normalise " + ("each head's q and k" if arrays["qk_norm_scope"] == "head"
-                                                 else "q and k over all heads together")
+    after = "; q and k are turned first and normed after" if arrays.get("qk_norm_after_rope") else ""
+    if isinstance(arrays["q_norm"], str):
+        return "q_norm and k_norm divide each head's q and k by their root mean square, with no gain" + after
+    return "q_norm and k_norm RMS-normalise " + ("each head's q and k" if arrays.get("qk_norm_scope", "head") == "head"
+                                                 else "q and k over all heads together") + after
 
 
 DECLARATION = Mechanism(
     "qk_norm", "QK-norm", field="q_norm", label="weights.q_norm",
-    weight_keys=("q_norm", "k_norm", "norm_eps", "norm_scope"), read=read,
+    weight_keys=("q_norm", "k_norm", "norm_eps", "norm_scope", "qk_norm_after_rope"), read=read,
     arguments={"q_norm": "weights.q_norm", "k_norm": "weights.k_norm", "qk_norm_eps": "weights.norm_eps",
-               "qk_norm_scope": "weights.norm_scope"},
-    dims=lambda sc: sc.qk_norm_scope,
+               "qk_norm_scope": "weights.norm_scope", "qk_norm_after_rope": "weights.qk_norm_after_rope"},
+    dims=lambda sc: (L2 if sc.qk_norm_kind == L2 else sc.qk_norm_scope, sc.qk_norm_after_rope),
     arrays=lambda sc: {"weights.q_norm": sc.q_norm, "weights.k_norm": sc.k_norm},
-    describe=lambda sc: {"eps": sc.qk_norm_eps, "scope": sc.qk_norm_scope},
-    given=lambda trace: [(f"weights.{name}", ("head", "d_k"), gain)
-                         for name, gain in (("q_norm", trace.scenario.q_norm), ("k_norm", trace.scenario.k_norm))],
+    describe=lambda sc: {"eps": sc.qk_norm_eps, "scope": sc.qk_norm_scope,
+                         **({"kind": L2} if sc.qk_norm_kind == L2 else {}),
+                         **({"after_rope": True} if sc.qk_norm_after_rope else {})},
+    given=lambda trace: [] if trace.scenario.qk_norm_kind == L2 else [
+        (f"weights.{name}", ("head", "d_k"), gain)
+        for name, gain in (("q_norm", trace.scenario.q_norm), ("k_norm", trace.scenario.k_norm))],
     symbols={"weights.q_norm": "g_Q (QK-norm's gain)", "weights.k_norm": "g_K (QK-norm's gain)"},
     given_words=lambda sc: f"QK-norm's eps {sc.qk_norm_eps:g} under the root",
     decode=False, checkpoint=_checkpoint, said=_said, per_head={"q_norm": "head", "k_norm": "group"})

@@ -59,12 +59,14 @@ class ModelView:
 
     def compute(self) -> Iterator[LayerRow]:
         """Streams the checkpoint, appending and yielding each layer's row as it is done."""
+        from . import dense2026
         from .walk import layers
         if self.source is None:
             return
         tensors, cfg = self.source
         found = roles.patterns(self.ids)
-        for kind, seen in layers(tensors, cfg, self.ids):
+        walk = dense2026.layers if isinstance(cfg, dict) else layers   # a dict: a dense 2026 family's config.json
+        for kind, seen in walk(tensors, cfg, self.ids):
             scores = roles.scores(seen.matrices, found)
             small = np.stack([tiles.shrink(a, signed=seen.signed) for a in seen.matrices]).astype(np.float32)
             row = LayerRow(len(self.layers), kind.label, kind.heads, kind.kv_heads, kind.memory, kind.kv_cache,
@@ -118,7 +120,10 @@ def open_view(model, text=None, *, context: int | None = None, base=None) -> Mod
     computed yet: everything that can be refused is refused here, before any block runs."""
     import os
     from ..checks import kind as what
-    from ..models.config import read_config
+    from ..models.config import config_json, read_config
+    from ..models.dense2026 import traced
+    from ..models.dense2026.settings import text_config
+    from . import dense2026
     from ..models.tokens import encode
     from ..models.weights import Tensors
     from .walk import check, itemsize, resolve
@@ -127,6 +132,13 @@ def open_view(model, text=None, *, context: int | None = None, base=None) -> Mod
         raise ScenarioError("model.text", "missing; expected the text for the model to read")
     if context is not None and (isinstance(context, bool) or not isinstance(context, int) or context < 1):
         raise ScenarioError("context", f"expected a whole number of tokens ≥ 1, got {what(context)}")
+    data = config_json(folder)
+    if traced.handles(data):   # the dense families of 2026: their own forward (model_view/dense2026.py)
+        inner, tensors = text_config(data), Tensors(folder)
+        ids, pieces = encode(folder, text, inner.get("max_position_embeddings", 1 << 20))
+        dtype, size = dense2026.itemsize(tensors)
+        return ModelView(name or os.fspath(folder), inner["model_type"], inner["num_hidden_layers"], pieces, ids,
+                         context or len(ids), dtype, size, [], (tensors, data))
     cfg = read_config(folder)
     ids, pieces = encode(folder, text, cfg.positions)
     tensors = Tensors(folder)

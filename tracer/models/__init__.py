@@ -12,7 +12,10 @@ from ..errors import ScenarioError
 from .blocks import prefix
 from .config import parse
 from .families import FAMILIES
-from .layer import check_layer, described, keep_heads, layer_arrays, origin, section_arrays, traced_layer
+from .dense2026 import traced
+from .dense2026.settings import text_config
+from .layer import (check_layer, dense2026_described, dense2026_layer, described, keep_heads, layer_arrays, origin,
+                    section_arrays, traced_layer)
 from .state import WHERE, StateTensors, backend, model_config, saved_state
 from .tokens import encode_with
 
@@ -40,6 +43,8 @@ def from_transformers(model, tokenizer, text: str, layer: int, *, heads=None):
 
     data = model_config(model)
     tensors = StateTensors(saved_state(model))
+    if traced.handles(data):   # the dense families of 2026: their own forward (dense2026/)
+        return _dense2026(model, tokenizer, text, layer, heads, data, tensors)
     try:
         cfg = parse(data, tensors.names)
     except ScenarioError as err:
@@ -56,6 +61,24 @@ def from_transformers(model, tokenizer, text: str, layer: int, *, heads=None):
         arrays = keep_heads(arrays, heads)
     scenario = from_arrays(**arrays)
     scenario.model = described(cfg, None, text, layer, heads)   # as from_model's, without a folder
+    return scenario
+
+
+def _dense2026(model, tokenizer, text: str, layer: int, heads, data: dict, tensors):
+    """from_transformers() for the dense families of 2026 (models/dense2026/traced.py)."""
+    from ..scenario import from_arrays
+
+    inner = text_config(data)
+    ids, pieces = encode_with(backend(tokenizer), text, inner.get("max_position_embeddings", 1 << 20), WHERE,
+                              "tokenizer")
+    name = str(getattr(model.config, "name_or_path", "") or inner["model_type"])
+    label = name.rstrip("/").rsplit("/", 1)[-1] or inner["model_type"]
+    arrays = dense2026_layer(tensors, data, ids, pieces, layer, label,
+                             f"the {inner['model_type']} model {name!r} (in memory) on the text {text!r}")
+    if heads is not None:
+        arrays = keep_heads(arrays, heads)
+    scenario = from_arrays(**arrays)
+    scenario.model = dense2026_described(data, None, text, layer, heads)
     return scenario
 
 

@@ -18,6 +18,8 @@ from .forward import run_block
 from .ops import norm
 from .hub import find_checkpoint
 from .tokens import encode
+from .dense2026 import traced
+from .dense2026.settings import text_config
 from .weights import Tensors
 
 SECTION_KEYS = ("path", "text", "layer", "heads")
@@ -32,12 +34,43 @@ def layer_arrays(path, text: str, layer: int, *, base: Path | None = None) -> di
     folder = find_checkpoint(path, base)
     data = config_json(folder)
     tensors = Tensors(folder)
+    if traced.handles(data):   # the dense families of 2026: their own forward (models/dense2026)
+        return _dense2026(folder, data, tensors, text, layer, Path(os.fspath(path)).name or folder.name)
     cfg = config_of(folder, data, tensors.names)
     check_layer(cfg, layer)
     ids, pieces = encode(folder, text, cfg.positions)
     label = Path(os.fspath(path)).name or folder.name
     return traced_layer(tensors, cfg, ids, pieces, layer, label,
                         f"the {cfg.model_type} checkpoint {os.fspath(path)!r} on the text {text!r}")
+
+
+def _dense2026(folder: Path, data: dict, tensors, text: str, layer, label: str) -> dict:
+    """layer_arrays() for the dense families of 2026 (CONTRACT §17): models/dense2026/traced.py."""
+    inner = text_config(data)
+    ids, pieces = encode(folder, text, inner.get("max_position_embeddings", 1 << 20))
+    return dense2026_layer(tensors, data, ids, pieces, layer, label,
+                           f"the {inner['model_type']} checkpoint {os.fspath(folder)!r} on the text {text!r}")
+
+
+def dense2026_layer(tensors, data: dict, ids: list[int], pieces: list[str], layer, label: str, what: str) -> dict:
+    """The arrays of layer `layer` of a dense 2026 family's model on the tokens `ids` (a folder's
+    tensors or a state dict in memory); `what` says where it came from."""
+    inner = text_config(data)
+    arrays, shape = traced.arrays(tensors, data, ids, layer)
+    heads, d = len(arrays["q"]), inner["hidden_size"]
+    stream = traced.STREAM.get(inner["model_type"], "x is the residual stream entering the layer")
+    return dict(**arrays, tokens=pieces, name=f"{label}_layer{layer}",
+                title=f"{label}, layer {layer} ({shape}): {len(ids)} tokens, d_model {d}, {heads} heads of "
+                      f"{arrays['q'][0].shape[1]}",
+                description=f"Layer {layer} of {inner['num_hidden_layers']} of {what}. {stream}, computed by running "
+                            f"the earlier blocks{_features(arrays, shape)}")
+
+
+def dense2026_described(data: dict, path: str | None, text: str, layer: int, heads=None) -> dict:
+    """origin()'s dict for a dense 2026 family (each layer's kind from its config)."""
+    kinds = traced.kinds(data)
+    return {"path": path, "text": text, "layer": layer, "layers": len(kinds),
+            "heads": None if heads is None else list(heads), "kind": kinds[layer], "kinds": kinds}
 
 
 def check_layer(cfg: Config, layer) -> None:
@@ -77,7 +110,9 @@ def _features(arrays: dict, shape: str) -> str:
     said = [f"; this layer is {shape}"] if shape else [""]
     if arrays.get("norm_in") is not None:
         said.append("norm_in is its own pre-attention norm")
-    if "defaults" in arrays:
+    if arrays.get("defaults", {}).get("scale") == "none":
+        said.append("its scores are not divided (scale 1): the norms of q and k keep them in bounds")
+    elif "defaults" in arrays:
         said.append(f"its scores are divided by {arrays['defaults']['scale']:g} rather than √d_k")
     said += [words for words in (m.said(arrays) for m in MECHANISMS.values()) if words]
     return "; ".join(said) + "."
@@ -191,6 +226,9 @@ def origin(path, text: str, layer: int, heads=None, base: Path | None = None) ->
     switches between them): the checkpoint's folder, the text, the layer and how many there are,
     and each layer's kind in words (sliding or global, its positions)."""
     folder = find_checkpoint(path, base)
+    data = config_json(folder)
+    if traced.handles(data):   # the dense families of 2026
+        return dense2026_described(data, str(folder), text, layer, heads)
     return described(read_config(folder), str(folder), text, layer, heads)
 
 

@@ -3,6 +3,7 @@ axes and shapes, all derived from the kinds' declarations before any number is c
 from __future__ import annotations
 
 from ..ids import step_id
+from ..mechanisms.kv_sharing.steps import heading   # a shared key's title names its source layer
 from ..steps import KINDS, Context, Dims, Step
 
 
@@ -46,7 +47,8 @@ def layer_plan(dims: Dims, arithmetic, layout: str, mask) -> list[Step]:
         reader = head if group is None else group * (dims.heads // dims.kv_heads)   # a head that reads it
         inputs = kind.inputs(ctx, reader) if block is None else kind.inputs(ctx, reader, block)
         steps.append(Step(sid, kind.word, head, kind.formula(ctx), tuple(inputs), tuple(axes), tuple(shape), group,
-                          key="" if kind.word == kind.name else kind.name, starts=tuple(starts), about=kind.why_in(ctx)))
+                          key="" if kind.word == kind.name else kind.name, starts=tuple(starts), about=kind.why_in(ctx),
+                          heading=heading(ctx, kind)))
 
     chosen = [KINDS[name] for name in KINDS if name in ctx.present]
     for kind in chosen:

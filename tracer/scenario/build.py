@@ -234,7 +234,8 @@ def from_arrays(x, q=None, k=None, v=None, o=None, *, layout: str = "rows", mask
                 qk_norm_eps: float | None = None, qk_norm_scope: str | None = None, softcap: float | None = None,
                 alibi=None, out_norm: dict | None = None, defaults: dict | None = None, sinks=None,
                 mla: dict | None = None, score_bias=None, v_norm: bool | None = None,
-                sparse: dict | None = None, index_q=None, index_k=None, index_w=None) -> Scenario:
+                sparse: dict | None = None, index_q=None, index_k=None, index_w=None,
+                qk_norm_after_rope: bool | None = None, shared_kv: dict | None = None) -> Scenario:
     """A scenario from your own matrices (e.g. weights taken from a real model): the same
     layouts, shapes and checks as a scenario file; q may be one matrix or one per head, k and v one
     per head or one per group (grouped-query), v = "k" reuses the keys; biases and QK-norm's gains

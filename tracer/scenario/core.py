@@ -56,6 +56,8 @@ class Scenario:
     qk_norm_eps: float = 1e-6
     qk_norm_scope: str = "head"           # "head": RMS over each head's d_k (Qwen3, Gemma 3); "all": over the
     #                                       whole projected width, every head's q (every group's k) together (OLMo 2)
+    qk_norm_kind: str = "rms"             # "rms": with the gains; "l2": weightless (gains of ones; Llama 4, nanochat)
+    qk_norm_after_rope: bool = False      # q and k turned first, normed after (nanochat, Llama 4)
     softcap: float | None = None          # C: h.capped = C·tanh(h.scaled / C), before the mask
     alibi: np.ndarray | None = None       # one slope per head: h.biased = h.scaled − m_h·(i − j)
     sinks: np.ndarray | None = None       # one sink logit per head: it joins each query's softmax (gpt-oss)
@@ -65,6 +67,10 @@ class Scenario:
     #                                       rope, nope, q_rank, w_dkv, w_kr, w_dq, kv_norm, q_norm, eps; then w_q is
     #                                       [W_UQ | W_QR], w_k is W_UK and w_v is W_UV (both read the latent c_kv)
     v_norm: float | None = None           # a gainless RMS norm of the values: its eps (mechanisms/v_norm.py)
+    q_temp: dict | None = None            # the query temperature: scale β, floor F, shift o, each token's position
+    #                                       (mechanisms/q_temp): q_temp = q·(1 + β·ln(1 + ⌊(p + o)/F⌋))
+    shared_kv: dict | None = None         # keys and values of another layer: source (words), readers (heads), x
+    #                                       (n × d_model or None: what the source's attention read; mechanisms/kv_sharing)
     score_bias: np.ndarray | None = None  # heads × query × key, added to the scaled scores; −∞ masks (mechanisms/score_bias.py)
     sparse: dict | None = None            # the lightning indexer (mechanisms/indexer/reader.py): topk, scale, its
     #                                       weights or a checkpoint's given parts or a shared choice; the choice

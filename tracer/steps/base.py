@@ -182,10 +182,10 @@ class Context:
 
     def sid(self, kind: str, head: int | None = None) -> str:
         """The id of `kind` as query head `head` reads it (its group's, for grouped keys and values)."""
-        scope = KINDS[kind].scope
+        scope, word = KINDS[kind].scope, KINDS[kind].word   # the id's word (q_norm after the rotation too)
         if scope == "kv" and self.dims.grouped:
-            return step_id(kind, group=head // (self.dims.heads // self.dims.kv_heads))
-        return step_id(kind, head if scope in ("head", "kv") else None)
+            return step_id(word, group=head // (self.dims.heads // self.dims.kv_heads))
+        return step_id(word, head if scope in ("head", "kv") else None)
 
     def source(self) -> str:
         """What the projections of queries read: the normed input when there is a norm_in."""
@@ -193,7 +193,7 @@ class Context:
 
     def kv_source(self) -> str:
         """What keys and values are projected from: the context, the latent (MLA), or the queries' source."""
-        return "context" if self.cross else "c_kv" if self.dims.latent else self.source()
+        return "context" if self.cross else "c_kv" if self.dims.latent else "kv_x" if self.has("kv_x") else self.source()
 
     def last(self, head: int | None, *kinds: str) -> str:
         """The first of `kinds` present, as an id: what a step reads when earlier steps are optional."""
@@ -239,6 +239,7 @@ class Step:
     starts: tuple[int, int] = (0, 0)   # token index of the first row and column, in the layout
                                        # (a key block starts at its first key; a decoded row at t)
     about: str = ""               # why it is done, as its plan said (Kind.why_in); "" for the kind's words
+    heading: str = ""             # its title, where the plan says more than the kind's (a shared key's source)
 
     @property
     def spec(self) -> "Kind":
@@ -247,7 +248,7 @@ class Step:
     @property
     def title(self) -> str:
         from ..ids import parse
-        title, ref = self.spec.title, parse(self.id)
+        title, ref = self.heading or self.spec.title, parse(self.id)
         where = [f"token {ref.token}"] if ref.token is not None else ["prefill"] if ref.prefill else []
         where += [f"group {self.group}"] if self.group is not None else [f"head {self.head}"] if self.head is not None else []
         where += [f"block {ref.block}"] if ref.block is not None else []

@@ -29,7 +29,8 @@ def _bias(cell, kind: str):
 def _project_formula(kind: str):
     def formula(ctx) -> str:
         w, name, b = _W[kind]
-        src = {"x": "X", "norm_in": "N", "context": "C", "c_kv": "C_KV"}[ctx.source() if kind == "q" else ctx.kv_source()]
+        src = {"x": "X", "norm_in": "N", "context": "C", "c_kv": "C_KV", "kv_x": "X_kv"}[
+            ctx.source() if kind == "q" else ctx.kv_source()]
         if kind == "v" and ctx.dims.latent:
             return "V = W_UV·C_KV   (rebuilt from the cached latent)" if ctx.columns else \
                 "V = C_KV·W_UV   (rebuilt from the cached latent)"
@@ -55,14 +56,14 @@ def _project_explain(kind: str):
         who = cell.key_token(cell.at) if src == "context" or kind != "q" else cell.token(cell.at)
         latent = parse(src).kind in ("c_kv", "ckv_cache")   # rebuilt from the (cached) latent
         w_name = "W_UV" if latent else _W[kind][0]
-        who = f"c_kv({who})" if latent else who
+        who = f"c_kv({who})" if latent else f"kv_x({who})" if src == "kv_x" else who
         return cell.project(cell.rows(src), _weight(cell, kind), w_name, who, _bias(cell, kind), _row(cell))
     return explain
 
 
 def _row(cell) -> int:
     """The row of the step's input a cell reads: a decoded token's row 0 reads x's row t."""
-    return cell.at if cell.step.inputs[0] in ("x", "norm_in", "context", "c_kv") else cell.i
+    return cell.at if cell.step.inputs[0] in ("x", "norm_in", "context", "c_kv", "kv_x") else cell.i
 
 
 def _project_sources(cell) -> dict:

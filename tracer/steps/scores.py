@@ -117,6 +117,8 @@ def _masked_formula(ctx) -> str:
         kept, width = mask.split(":")[1:]   # StreamingLLM's first tokens kept, then a window
         first = "first key" if kept == "1" else f"first {kept} keys"
         return f"S, with −∞ except on the {first} and the last {width} (streaming)"
+    if mask.startswith("chunked:"):
+        return f"S, with −∞ where j > i or ⌊j/{mask.partition(':')[2]}⌋ ≠ ⌊i/{mask.partition(':')[2]}⌋ (chunked)"
     if mask.startswith("sliding:"):
         return f"S, with −∞ outside the window of the last {mask.partition(':')[2]} keys (sliding)"
     return _MASK_FORMULA[mask]

@@ -13,8 +13,18 @@ from ..declaration import Mechanism
 from . import steps  # noqa: F401  (registers freqs, q_rot and k_rot)
 from .frequencies import freeze
 
+
+def said(spec: dict | None) -> str | None:
+    """A checkpoint layer's rotation in words, where it is not the usual one."""
+    words = []
+    if spec and (spec.get("scaling") or {}).get("type") == "proportional":
+        words.append(f"only the first {spec['scaling']['fraction']:g} of each head's pairs turn (proportional rotary)")
+    if spec and spec.get("sign") == -1:
+        words.append("its rotation turns the other way, by −p·θ")
+    return "; ".join(words) or None
+
 DECLARATION = Mechanism(
     "rotary", "rotary positions", field="rope", label="rope", keys=("rope",), arguments={"rope": "rope"},
     dims=lambda sc: freeze(sc.rope), describe=lambda sc: dict(sc.rope), describe_key="rope", describe_early=True,
     unfillable=lambda sc: "rotary positions turn the queries and keys by cosines and sines, which are not fractions",
-    checkpoint=lambda blk, cfg, layer: {"rope": cfg.kinds[layer].rope})
+    checkpoint=lambda blk, cfg, layer: {"rope": cfg.kinds[layer].rope}, said=lambda arrays: said(arrays.get("rope")))

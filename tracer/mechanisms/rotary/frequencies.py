@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-SCALINGS = ("linear", "llama3", "yarn")
+SCALINGS = ("linear", "llama3", "yarn", "proportional")
 
 
 def rotary_dims(spec: dict, d_k: int) -> int:
@@ -61,10 +61,17 @@ def frequencies(spec: dict, d_k: int) -> np.ndarray:
     single = spec.get("angles") == "float32"
     theta = plain32(d_k, spec["base"]) if single else plain(d_k, spec["base"])
     s = spec.get("scaling")
-    if s is None:
-        return theta
-    theta = theta * (1 - (1 - 1 / s["factor"]) * slowed(spec, d_k))
-    return theta.astype(np.float32).astype(np.float64) if single else theta
+    if s is not None and s["type"] == "proportional":   # Gemma 4's global layers: the first pairs turn, the rest stand
+        theta = np.where(np.arange(d_k // 2) < turning(spec, d_k), theta / s["factor"], 0.0)
+    elif s is not None:
+        theta = theta * (1 - (1 - 1 / s["factor"]) * slowed(spec, d_k))
+        theta = theta.astype(np.float32).astype(np.float64) if single else theta
+    return theta * spec.get("sign", 1)   # sign −1: turned the other way (nanochat)
+
+
+def turning(spec: dict, d_k: int) -> int:
+    """Proportional rotary: how many pairs turn, ⌊f·d_k/2⌋ (θ over the whole head: base^(−2i/d_k))."""
+    return int(spec["scaling"]["fraction"] * d_k // 2)
 
 
 def angles(spec: dict, p, theta):

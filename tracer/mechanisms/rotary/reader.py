@@ -13,9 +13,11 @@ from .frequencies import SCALINGS
 SCALING_KEYS = {"linear": (("factor",), {}),
                 "llama3": (("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"), {}),
                 "yarn": (("factor", "original_max_position_embeddings"),
-                         {"beta_fast": 32.0, "beta_slow": 1.0, "attention_factor": None, "truncate": None})}
+                         {"beta_fast": 32.0, "beta_slow": 1.0, "attention_factor": None, "truncate": None}),
+                "proportional": (("fraction",), {"factor": 1.0})}   # Gemma 4's global layers
 ALL_SCALING_KEYS = tuple(dict.fromkeys(k for req, opt in SCALING_KEYS.values() for k in (*req, *opt)))
-ROPE_KEYS = ("base", "style", "offset", "positions", "dims", "scaling", "angles", *ALL_SCALING_KEYS)
+ROPE_KEYS = ("base", "style", "offset", "positions", "dims", "scaling", "angles", *ALL_SCALING_KEYS,
+             "temperature", "sign")   # the query temperature's: mechanisms/q_temp; sign −1: nanochat
 ANGLES = ("exact", "float32")   # how θ_i and p·θ_i are formed: float64, or float32 as PyTorch models do
 
 EXACT = 2**53   # float64 holds every whole number up to here: beyond, neighbouring positions merge
@@ -44,7 +46,8 @@ def rope(value, d_k: int, n: int = 1, cross: bool = False) -> dict | None:
         raise ScenarioError("rope.offset", f"expected at most {EXACT - n + 1} for {n} tokens (positions beyond 2^53 "
                             f"can no longer be told apart in float64), got {offset}")
     dims = value.get("dims")
-    if dims is not None and (isinstance(dims, bool) or not isinstance(dims, (int, np.integer)) or dims % 2
+    still = dims == 0 and value.get("temperature") is not None and not isinstance(dims, bool)   # NoPE, warmed
+    if dims is not None and not still and (isinstance(dims, bool) or not isinstance(dims, (int, np.integer)) or dims % 2
                              or not 2 <= dims <= d_k):
         raise ScenarioError("rope.dims", f"expected an even whole number from 2 to d_k = {d_k} (the features of "
                             f"each head that rotate, the first ones), got {kind(dims)}")
@@ -57,7 +60,23 @@ def rope(value, d_k: int, n: int = 1, cross: bool = False) -> dict | None:
         out["dims"] = int(dims)
     if value.get("positions") is not None:
         out["positions"] = positions(value, n, cross)
-    return out
+    _proportional(out, value, d_k)
+    sign = value.get("sign", 1)
+    if isinstance(sign, bool) or sign not in (1, -1):
+        raise ScenarioError("rope.sign", f"expected 1 or -1 (-1: every pair turns the other way, by −p·θ_i), got "
+                            f"{kind(sign)}")
+    if sign == -1:   # kept out of the spec when 1
+        out["sign"] = -1
+    return None if still else out   # dims = 0: positions that do not turn (only the temperature reads them)
+
+
+def _proportional(spec: dict, value: dict, d_k: int) -> None:
+    """Proportional rotary's fraction: at most 1, and at least one pair that turns."""
+    s = spec["scaling"]
+    if s is not None and s["type"] == "proportional" and not (s["fraction"] <= 1 and int(s["fraction"] * d_k // 2)):
+        where = "rope.fraction" if "fraction" in value else "rope.scaling.fraction"
+        raise ScenarioError(where, f"expected a number in (0, 1] that leaves a whole number of turning pairs (of the "
+                            f"{d_k // 2} of d_k = {d_k}), got {s['fraction']:g}")
 
 
 def positions(value: dict, n: int, cross: bool) -> tuple:

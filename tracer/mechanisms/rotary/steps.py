@@ -19,6 +19,8 @@ def _theta(spec: dict, latent: bool = False) -> str:
 
 def _scaling_words(spec: dict) -> str:
     s = spec.get("scaling")
+    if s is not None and s["type"] == "proportional":
+        return f"; proportional: only the first {s['fraction']:g} of the pairs turn, θ ÷ {s['factor']:g}"
     return "" if s is None else "; " + _SCALED[s["type"]].format(factor=s["factor"], a=frequencies.attention_factor(spec))
 
 
@@ -93,10 +95,18 @@ def _freqs_explain(cell) -> str:
     d = 2 * cell.scenario.dims().pairs
     theta = float(frequencies.plain(d, spec["base"])[i])
     plain = f"{spec['base']:g}^(−{2 * i}/{d}) = {theta:.4g}"
-    wave = f"one turn every {2 * np.pi / cell.value:.4g} positions"
+    wave = f"one turn every {2 * np.pi / abs(cell.value):.4g} positions" if cell.value else "it does not turn"
     s = spec.get("scaling")
     if spec.get("angles") == "float32":   # what the scaling (if any) started from, as PyTorch rounds it
         plain += f", in float32 {float(frequencies.plain32(d, spec['base'])[i]):.8g}"
+    if spec.get("sign") == -1:
+        plain = f"−{spec['base']:g}^(−{2 * i}/{d}) = {-theta:.4g}"
+        wave += "; turned the other way, by −p·θ (nanochat)"
+    if s is not None and s["type"] == "proportional":
+        still = frequencies.turning(spec, d)
+        if i >= still:
+            return f"= 0   (pair {i} of {d // 2} does not turn: proportional rotary turns only the first {still})"
+        return f"= {plain} ÷ {s['factor']:g} = {cell.value:.4g}   (pair {i}: {wave})".replace("-", "−")
     if s is None:
         return f"= {plain}   (pair {i}: {wave})"
     moved = float(frequencies.slowed(spec, d)[i])

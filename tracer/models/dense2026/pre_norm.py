@@ -18,13 +18,19 @@ from .settings import layer_types, rope_params, rotary
 THETA = {"glm4_moe": 10000.0, "minimax_m2": 5000000.0, "olmo3": 500000.0, "nanochat": 10000.0}
 
 
+def rope_data(data: dict) -> dict:
+    """config.json with GLM-4.5's default partial rotary (0.5, set by transformers when none is given)."""
+    if data["model_type"] == "glm4_moe" and "partial_rotary_factor" not in (data.get("rope_parameters") or {}):
+        return {**data, "rope_parameters": {"partial_rotary_factor": data.get("partial_rotary_factor", 0.5),
+                                            **(data.get("rope_parameters") or {})}}
+    return data
+
+
 def read(data: dict) -> dict:
     kind, layers = data["model_type"], data["num_hidden_layers"]
     heads_, d = data["num_attention_heads"], data["hidden_size"]
     head_dim = data.get("head_dim") or d // heads_
-    if kind == "glm4_moe" and "partial_rotary_factor" not in (data.get("rope_parameters") or {}):
-        data = {**data, "rope_parameters": {"partial_rotary_factor": data.get("partial_rotary_factor", 0.5),
-                                            **(data.get("rope_parameters") or {})}}
+    data = rope_data(data)
     types = layer_types(data, layers, lambda i: "sliding_attention" if kind == "olmo3" and (i + 1) % 4 else
                         "full_attention")
     sliding = THETA[kind] if kind == "olmo3" else None
