@@ -147,7 +147,16 @@ def with_mechanisms() -> list:
                                                                                  original_max_position_embeddings=8)))
     values = tracer.from_arrays(r(4, 6), list(r(2, 6, 2)), list(r(1, 6, 2)), list(r(1, 6, 3)), mask="causal",
                                 v_norm=True)
+    kda = tracer.from_arrays(r(4, 6), list(r(2, 6, 2)), list(r(1, 6, 2)), list(r(1, 6, 3)), o=r(6, 6),
+                             linear=dict(rule="kda", decay=(0.5 + rng.random((2, 4, 2)) / 2).tolist(),
+                                         beta=(2 * rng.random((2, 4))).tolist()), residual=dict(norm="none"))
     return [("QK-norm over all heads, yarn, output norm", sc, {}),
+            ("linear kda, grouped, columns", kda, dict(layout="columns")),
+            ("output gate with a bias, two heads, residual", tracer.from_arrays(
+                r(3, 4), list(r(2, 4, 2)), list(r(2, 4, 2)), list(r(2, 4, 2)), o=r(4, 4), gate=list(r(2, 4, 2)),
+                b_gate=list(r(2, 2)), mask="causal", residual=dict(norm="none")), {}),
+            ("linear decay, by-hand", tracer.from_arrays(r(3, 4), r(4, 2), r(4, 2), r(4, 2), linear=dict(rule="decay", decay=0.5)),
+             dict(arithmetic="by-hand")),
             ("values normed, grouped", values, {}),
             ("QK-norm over all heads, by-hand, columns", sc, dict(arithmetic="by-hand", layout="columns")),
             ("latent attention, compressed queries, yarn", latent, {}),
@@ -183,6 +192,9 @@ def test_every_cell_ends_on_its_value_and_sources_reproduce_it(label, scenario, 
                 else:
                     assert float(value) == pytest.approx(float(a[r, c]), rel=rtol, abs=rtol if isinstance(value, Fraction) else 1e-300), text
                 check_sources(trace, step, r, c)
+    if trace.scenario.linear is not None:   # a linear layer: a state where the others have scores and weights
+        assert {"x", "q", "k", "v", "decay", "state", "o", "implicit", "z"} <= kinds
+        return
     standard = {"scaled", "weights"} if not trace.arithmetic.online else {"max", "sums", "acc"}
     projections = {"q_nope", "k_nope"} if trace.scenario.mla is not None else {"q", "k"}
     assert {"x", "v", "scores", "z"} | projections | standard <= kinds
@@ -209,7 +221,7 @@ def check_sources(trace, step, r: int, c: int) -> None:
     elif step.kind == "concat":  # one cell of the head it came from
         (sid,) = src
         head = c // trace.scenario.d_v if trace.layout == 'rows' else r // trace.scenario.d_v
-        assert sid == parse(step.id).with_kind("z", head)
+        assert sid == parse(step.id).with_kind("gated" if trace.scenario.w_gate is not None else "z", head)
         got = pick(sid)[0]
     elif (step.kind == "masked" and value > -math.inf) or (step.kind == "scaled" and trace.arithmetic.scale == "none"):
         got = pick(step.inputs[0])[0]

@@ -23,15 +23,16 @@ MLA = dict(down=[[1, 0], [0, 1]], rope_k=[[1, 0], [0, 1]], up_k=[[[1, 0], [0, 1]
 LAYERS = {"qk_norm": dict(q_norm=[1.0, 2.0], k_norm=[1.0, 1.0]), "softcap": dict(softcap=2.0),
           "alibi": dict(alibi=True), "sinks": dict(sinks=[0.5]), "score_bias": dict(score_bias=np.zeros((3, 3))),
           "out_norm": dict(o=EYE, out_norm={}), "rotary": dict(rope={}), "latent": dict(mla=MLA, q=None, k=None, v=None),
-          "v_norm": dict(v_norm=True)}
+          "v_norm": dict(v_norm=True), "linear": dict(linear=dict(rule="delta", beta=0.5)),
+          "output_gate": dict(gate=EYE)}
 # what a run of each does on each path, as the modules' docstrings and the README say
 ONLINE = {"qk_norm": True, "softcap": False, "alibi": False, "sinks": False, "score_bias": False, "out_norm": True,
-          "rotary": True, "latent": False, "v_norm": True}
+          "rotary": True, "latent": False, "v_norm": True, "linear": False, "output_gate": False}
 DECODE = {"qk_norm": False, "softcap": False, "alibi": False, "sinks": False, "score_bias": False,
-          "out_norm": False, "rotary": True, "latent": True, "v_norm": False}
+          "out_norm": False, "rotary": True, "latent": True, "v_norm": False, "linear": False, "output_gate": False}
 LABELS = {"qk_norm": "weights.q_norm", "softcap": "softcap", "alibi": "alibi", "sinks": "weights.sinks",
           "score_bias": "score_bias", "out_norm": "out_norm", "rotary": "rope", "latent": r"\[mla\]",
-          "v_norm": "weights.v_norm"}
+          "v_norm": "weights.v_norm", "linear": r"\[linear\]", "output_gate": "weights.gate"}
 
 
 def layer(name: str, **keys) -> tracer.Scenario:

@@ -10,9 +10,11 @@ from ..errors import ScenarioError
 from .declaration import Mechanism
 
 from . import qk_norm, softcap, alibi, sinks, score_bias, out_norm, rotary, latent, v_norm  # noqa: E402
+from . import output_gate, linear  # noqa: E402
 
 MECHANISMS: dict[str, Mechanism] = {m.DECLARATION.name: m.DECLARATION for m in
-                                    (qk_norm, softcap, alibi, sinks, score_bias, out_norm, rotary, latent, v_norm)}
+                                    (qk_norm, softcap, alibi, sinks, score_bias, out_norm, rotary, latent, v_norm,
+                                     output_gate, linear)}
 
 __all__ = ["MECHANISMS", "Mechanism", "arrays", "described", "dims", "fused", "given", "present",
            "read", "refuse_arithmetic", "refuse_decode", "refuse_online", "top_keys", "weight_keys"]

@@ -104,8 +104,8 @@ def build(data: dict, default_name: str = "scenario", source: str | None = None)
     if not name.strip(" .") or any(c in name for c in "/\\"):
         raise ScenarioError("name", f"expected a name without / or \\ (it names exported files), got {kind(name)}")
     m = n if context is None else context.shape[0]
-    # decoding is causal: a [decode] section alone implies the mask
-    mask = read_mask(data.get("mask", "causal" if "decode" in data else "none"), n, layout, m)
+    # decoding is causal, and so is a linear layer: a [decode] or [linear] section alone implies the mask
+    mask = read_mask(data.get("mask", "causal" if "decode" in data or "linear" in data else "none"), n, layout, m)
     scenario = Scenario(
         name=name, layout=layout, tokens=labels(data.get("tokens", [f"t{i + 1}" for i in range(n)]), n),
         x=x, mask=mask,
@@ -233,7 +233,8 @@ def from_arrays(x, q=None, k=None, v=None, o=None, *, layout: str = "rows", mask
                 features=None, decode: int | None = None, value_features=None, q_norm=None, k_norm=None,
                 qk_norm_eps: float | None = None, qk_norm_scope: str | None = None, softcap: float | None = None,
                 alibi=None, out_norm: dict | None = None, defaults: dict | None = None, sinks=None,
-                mla: dict | None = None, score_bias=None, v_norm: bool | None = None) -> Scenario:
+                mla: dict | None = None, score_bias=None, v_norm: bool | None = None,
+                linear: dict | None = None, gate=None, b_gate=None) -> Scenario:
     """A scenario from your own matrices (e.g. weights taken from a real model): the same
     layouts, shapes and checks as a scenario file; q may be one matrix or one per head, k and v one
     per head or one per group (grouped-query), v = "k" reuses the keys; biases and QK-norm's gains

@@ -66,6 +66,9 @@ class Scenario:
     #                                       [W_UQ | W_QR], w_k is W_UK and w_v is W_UV (both read the latent c_kv)
     v_norm: float | None = None           # a gainless RMS norm of the values: its eps (mechanisms/v_norm.py)
     score_bias: np.ndarray | None = None  # heads × query × key, added to the scaled scores; −∞ masks (mechanisms/score_bias.py)
+    w_gate: np.ndarray | None = None      # heads × d_model × d_v: the output gate's W_G (mechanisms/output_gate.py)
+    b_gate: np.ndarray | None = None      # heads × d_v: its bias
+    linear: dict | None = None            # [linear]: {rule, alpha heads×n×(1|d_k), beta heads×n | None, l2} (mechanisms/linear)
 
     def __repr__(self) -> str:
         from ..notebook import scenario_repr

@@ -1,0 +1,72 @@
+"""The `[linear]` section as the scenario reader meets it: section.py's keys, read once the layer's
+sizes are known, and the refusals of what a linear layer cannot have beside it (a softmax's parts,
+positions, a context, a mask other than causal, arithmetic keys of a softmax). Each one line naming
+the field and what was expected."""
+from __future__ import annotations
+
+from ...errors import ScenarioError
+from .section import read_linear
+
+# the mechanisms a linear layer refuses, and why (the others, a norm of the values or of the output, stay)
+_BESIDE = {
+    "alibi": "expected no ALiBi with [linear] (its penalty is added to scores before a softmax; a linear layer has "
+             "neither: its decay is the multiplicative twin, see linear_decay)",
+    "sinks": "expected no sinks with [linear] (a sink is one more logit in a softmax; a linear layer has none)",
+    "softcap": "expected no softcap with [linear] (it caps the scores of softmax attention; a linear layer forms none)",
+    "score_bias": "expected no score_bias with [linear] (it is added to the scores of softmax attention; a linear "
+                  "layer forms none)",
+    "qk_norm": "expected no QK-norm with [linear] (its RMS norm of q and k is softmax attention's; use l2 = true to "
+               "norm q and k by their length)",
+    "rotary": "expected no [rope] with [linear] (the hybrids' linear layers carry no positions: the decay and the "
+              "convolution order the tokens)",
+    "output_gate": "expected no gate with [linear] (σ(x·W_G) is the softmax layers' output gate; a linear layer's "
+                   "gated norm comes from its checkpoint)",
+    "latent": "expected no [mla] with [linear] (latent attention rebuilds keys for a softmax; a linear layer keeps a "
+              "state instead)",
+}
+_LABEL = {"rotary": "rope", "latent": "mla"}
+SOFTMAX_KEYS = ("softmax_base", "normalize", "stable", "algorithm", "block")
+
+
+def read(scenario, data: dict) -> dict:
+    """{"linear": {rule, alpha, beta, l2}} or {"linear": None}; refused beside what it cannot have."""
+    section = data.get("linear")
+    if section is None:
+        return {"linear": None}
+    _refuse_beside(scenario, data)
+    got = read_linear(section, scenario.heads, scenario.n, scenario.d_k)
+    return {"linear": got._asdict()}
+
+
+def _refuse_beside(scenario, data: dict) -> None:
+    from .. import present
+    for m in present(scenario):
+        if m.name in _BESIDE:
+            raise ScenarioError(_LABEL.get(m.name, m.label), _BESIDE[m.name])
+    if scenario.context is not None:
+        raise ScenarioError("context", "expected self-attention with [linear] (the state is written by the layer's "
+                            "own tokens)")
+    if not (isinstance(scenario.mask, str) and scenario.mask == "causal"):
+        got = scenario.mask if isinstance(scenario.mask, str) else "a matrix"
+        raise ScenarioError("mask", f"expected \"causal\" or no mask with [linear] (a linear layer reads only earlier "
+                            f"tokens, by construction), got {got}")
+    for key in SOFTMAX_KEYS:
+        if key in (data.get("defaults") or {}):
+            raise ScenarioError(f"defaults.{key}", "has no meaning in a linear layer ([linear]): no softmax is "
+                                "taken; expected it unset")
+
+
+def refuse_arithmetic(scenario, normalize: str, field: str = "normalize") -> None:
+    """relu weights (normalize = relu) are a softmax's alternative: a linear layer takes neither."""
+    if scenario.linear is not None and normalize != "softmax":
+        raise ScenarioError(field, "has no meaning in a linear layer ([linear]): no softmax is taken; expected it "
+                            "unset")
+
+
+def refuse_run(run) -> None:
+    """What a run's own keys (--set, run's keywords) may change that a linear layer cannot take: the mask."""
+    mask = run.mask
+    if not (isinstance(mask, str) and mask == "causal"):
+        got = mask if isinstance(mask, str) else "a matrix"
+        raise ScenarioError("mask", f"expected \"causal\" with [linear] (a linear layer reads only earlier tokens, "
+                            f"by construction), got {got}", run.scenario.source)
