@@ -152,6 +152,11 @@ def with_mechanisms() -> list:
                                          beta=(2 * rng.random((2, 4))).tolist()), residual=dict(norm="none"))
     return [("QK-norm over all heads, yarn, output norm", sc, {}),
             ("linear kda, grouped, columns", kda, dict(layout="columns")),
+            ("linear with a checkpoint's convolution, L2 norm and gated norm", tracer.from_arrays(
+                r(5, 4), list(r(2, 4, 3)), list(r(1, 4, 3)), list(r(1, 4, 2)), linear=dict(
+                    rule="delta", decay=0.5 + rng.random((2, 5)) / 2, beta=2 * rng.random((2, 5)), l2=True,
+                    conv=dict(q=r(2, 3, 3), k=r(1, 3, 3), v=r(1, 2, 3)),
+                    norm=dict(w_z=r(2, 4, 2), gain=r(2), eps=1e-6, act="silu"))), {}),
             ("output gate with a bias, two heads, residual", tracer.from_arrays(
                 r(3, 4), list(r(2, 4, 2)), list(r(2, 4, 2)), list(r(2, 4, 2)), o=r(4, 4), gate=list(r(2, 4, 2)),
                 b_gate=list(r(2, 2)), mask="causal", residual=dict(norm="none")), {}),

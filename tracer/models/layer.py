@@ -11,7 +11,7 @@ from .. import memory
 from ..checks import kind, unknown
 from ..errors import ScenarioError
 from ..mechanisms import MECHANISMS
-from . import deepseek
+from . import deepseek, hybrid_layer
 from .blocks import block, check_all, embed, embed_norm
 from .config import Config, config_json, config_of, read_config
 from .forward import run_block
@@ -31,6 +31,9 @@ def layer_arrays(path, text: str, layer: int, *, base: Path | None = None) -> di
     block at a time (each is let go once applied)."""
     folder = find_checkpoint(path, base)
     data = config_json(folder)
+    if hybrid_layer.is_hybrid(data):   # linear attention beside softmax layers (CONTRACT §16)
+        return hybrid_layer.layer_arrays(folder, data, text, layer, Path(os.fspath(path)).name or folder.name,
+                                         f"the {data['model_type']} checkpoint {os.fspath(path)!r} on the text {text!r}")
     tensors = Tensors(folder)
     cfg = config_of(folder, data, tensors.names)
     check_layer(cfg, layer)
@@ -186,6 +189,11 @@ def origin(path, text: str, layer: int, heads=None, base: Path | None = None) ->
     switches between them): the checkpoint's folder, the text, the layer and how many there are,
     and each layer's kind in words (sliding or global, its positions)."""
     folder = find_checkpoint(path, base)
+    data = config_json(folder)
+    if hybrid_layer.is_hybrid(data):
+        kinds = hybrid_layer.kinds(hybrid_layer.hybrid_of(data))
+        return {"path": str(folder), "text": text, "layer": layer, "layers": len(kinds),
+                "heads": None if heads is None else list(heads), "kind": kinds[layer], "kinds": kinds}
     return described(read_config(folder), str(folder), text, layer, heads)
 
 

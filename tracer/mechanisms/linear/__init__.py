@@ -27,13 +27,20 @@ compute.py (one head's numbers in a trace).
 from __future__ import annotations
 
 from ..declaration import Mechanism
-from . import steps  # noqa: F401  (registers its kinds)
+from . import stages, steps  # noqa: F401  (register their kinds)
 from .reader import read, refuse_arithmetic
 
 
 def _arrays(sc) -> dict:
     lin = sc.linear
     return {"linear.decay": lin["alpha"], **({} if lin["beta"] is None else {"linear.beta": lin["beta"]})}
+
+
+def _dims(sc) -> tuple:
+    """(rule, l2, the convolution's width or 0, a gated norm): what a plan depends on."""
+    lin = sc.linear
+    conv = lin.get("conv")
+    return lin["rule"], lin["l2"], 0 if conv is None else conv["q"].shape[-1], lin.get("norm") is not None
 
 
 def _describe(sc) -> dict:
@@ -57,7 +64,7 @@ def _given_words(sc) -> str:
 
 DECLARATION = Mechanism(
     "linear", "linear attention", field="linear", label="[linear]", keys=("linear",), read=read,
-    arguments={"linear": "linear"}, dims=lambda sc: (sc.linear["rule"], sc.linear["l2"]), arrays=_arrays,
+    arguments={"linear": "linear"}, dims=_dims, arrays=_arrays,
     describe=_describe, given_words=_given_words,
     unfillable=lambda sc: "its q and k are divided by √(Σx²), not small fractions" if sc.linear["l2"] else None,
     fused=False, online=False, decode=False, arithmetic=refuse_arithmetic)

@@ -11,6 +11,7 @@ from ...projections import latest
 from .formula import uses_beta
 from .heads import all_heads
 from .reader import refuse_run
+from .stages import gated_z, staged
 
 
 def scaled(q: np.ndarray, arithmetic, d_k: int) -> np.ndarray:
@@ -46,15 +47,18 @@ def head(run, h: int, q: np.ndarray, kv: dict, ids: dict) -> tuple[dict, bool]:
     """Head h's steps of a linear layer by id, and whether they stayed finite."""
     refuse_run(run)
     sc, dt = run.scenario, run.dtype
-    k, v = kv[latest(kv, "key")], kv[latest(kv, "value")]
+    g = h // (sc.heads // sc.groups)
+    kv = {**kv, **staged(sc, "k", g, kv["k"]), **staged(sc, "v", g, kv["v"])}   # the convolution, the L2 norm
+    got_q = {"q": q, **staged(sc, "q", h, q)}
+    q, k, v = got_q[latest(got_q, "query")], kv[latest(kv, "key")], kv[latest(kv, "value")]
     alpha, beta = gates(sc, h, dt)
     rule = sc.linear["rule"]
     q_hat = np.ascontiguousarray(scaled(q, run.arithmetic, sc.d_k), dtype=dt)
     got = all_heads(q_hat[None], np.ascontiguousarray(k, dtype=dt)[None], np.ascontiguousarray(v, dtype=dt)[None],
                     alpha[None], None if beta is None else beta[None], rule)
     n, d_k, d_v = sc.n, sc.d_k, sc.d_v
-    arrays = {"q": q, **kv, "decay": alpha, "state": got.states[0].reshape(n * d_k, d_v), "o": got.o[0],
-              "implicit": got.implicit[0], "z": got.o[0].copy()}
+    arrays = {**got_q, **kv, "decay": alpha, "state": got.states[0].reshape(n * d_k, d_v), "o": got.o[0],
+              "implicit": got.implicit[0], "z": gated_z(run, h, got.o[0], ids)}
     if uses_beta(rule):
         arrays["beta"] = beta[:, None]
     out = {ids[kind]: a for kind, a in arrays.items() if kind in ids}

@@ -4,6 +4,8 @@ positions, a context, a mask other than causal, arithmetic keys of a softmax). E
 the field and what was expected."""
 from __future__ import annotations
 
+import numpy as np
+
 from ...errors import ScenarioError
 from .section import read_linear
 
@@ -26,6 +28,7 @@ _BESIDE = {
 }
 _LABEL = {"rotary": "rope", "latent": "mla"}
 SOFTMAX_KEYS = ("softmax_base", "normalize", "stable", "algorithm", "block")
+MODEL_KEYS = ("conv", "norm")   # a checkpoint's parts around the recurrence (stages.py)
 
 
 def read(scenario, data: dict) -> dict:
@@ -34,8 +37,41 @@ def read(scenario, data: dict) -> dict:
     if section is None:
         return {"linear": None}
     _refuse_beside(scenario, data)
-    got = read_linear(section, scenario.heads, scenario.n, scenario.d_k)
-    return {"linear": got._asdict()}
+    model = {key: section[key] for key in MODEL_KEYS if isinstance(section, dict) and key in section}
+    got = read_linear({k: v for k, v in section.items() if k not in model} if model else section,
+                      scenario.heads, scenario.n, scenario.d_k)
+    return {"linear": {**got._asdict(), "conv": _conv(model.get("conv"), scenario),
+                       "norm": _norm(model.get("norm"), scenario)}}
+
+
+def _array(value, field: str, shape: tuple) -> np.ndarray:
+    a = np.asarray(value, dtype=np.float64) if not isinstance(value, (str, bool, dict)) else None
+    if a is None or a.shape != shape or not np.isfinite(a).all():
+        got = "a value of another kind" if a is None else f"shape {a.shape}"
+        raise ScenarioError(field, f"expected finite numbers of shape {shape}, got {got}")
+    return a
+
+
+def _conv(conv, sc) -> dict | None:
+    """A checkpoint's short convolution: {q: heads × d_k × K, k: groups × d_k × K, v: groups × d_v × K}."""
+    if conv is None:
+        return None
+    if not isinstance(conv, dict) or set(conv) != {"q", "k", "v"}:
+        raise ScenarioError("linear.conv", "expected a table of q, k and v kernels (a checkpoint's short convolution)")
+    width = np.shape(conv["q"])[-1] if np.ndim(conv["q"]) == 3 else 0
+    sizes = {"q": (sc.heads, sc.d_k), "k": (sc.groups, sc.d_k), "v": (sc.groups, sc.d_v)}
+    return {key: _array(conv[key], f"linear.conv.{key}", (*sizes[key], width)) for key in "qkv"}
+
+
+def _norm(norm, sc) -> dict | None:
+    """A checkpoint's gated norm of each head's output: {w_z: heads × d_model × d_v, gain: d_v, eps, act}."""
+    if norm is None:
+        return None
+    if not isinstance(norm, dict) or set(norm) != {"w_z", "gain", "eps", "act"} or norm["act"] not in ("silu", "sigmoid"):
+        raise ScenarioError("linear.norm", "expected a table of w_z, gain, eps and act (silu or sigmoid): a "
+                            "checkpoint's gated norm")
+    return dict(w_z=_array(norm["w_z"], "linear.norm.w_z", (sc.heads, sc.d_model, sc.d_v)),
+                gain=_array(norm["gain"], "linear.norm.gain", (sc.d_v,)), eps=float(norm["eps"]), act=norm["act"])
 
 
 def _refuse_beside(scenario, data: dict) -> None:

@@ -10,6 +10,7 @@ from ...steps.base import Kind, register
 from ...steps.cell import whole_row
 from .compute import scale_words, scaled
 from .formula import update, uses_beta
+from .stages import z_explain
 
 
 def _on(ctx) -> bool:
@@ -202,7 +203,7 @@ register(Kind(
     "linear_z", "Head output", ("token", "d_v"), "head",
     "The head's output that concat joins: what the state returned to the query (a checkpoint's layer "
     "norms and gates it first).",
-    formula=lambda ctx: "Z = O", explain=lambda cell: f"= o[{cell.token(cell.at)}, {cell.j}] = {cell.f(cell.value)}",
-    sources=lambda cell: {cell.sid("o"): [(cell.i, cell.j)]},
+    formula=lambda ctx: "Z = RMSNorm(O)·g ⊙ act(X·W_Z)   (the gated norm)" if ctx.dims.of("linear")[3] else "Z = O",
+    explain=z_explain, sources=lambda cell: {cell.sid("o"): [(cell.i, c) for c in range(cell.scenario.d_v)]},
     inputs=lambda ctx, h: [ctx.sid("o", h)], present=_on, short="z",
     tip="copy the state's output"), after="implicit")

@@ -1,0 +1,82 @@
+"""The hybrid families through the engine (tracer.from_model → tracer.run, CONTRACT §16) against
+transformers' eager forward on tiny checkpoints made with it (tests/tiny_hybrid.py): at every layer the
+residual stream entering it, the mixer's output (`out`), a linear layer's every head's β, o and z, a
+softmax layer's weights; `attnsim show --model DIR --layer L` on a linear layer; Kimi's latent layers
+refused in one line. transformers runs these in float32, so float32's precision is the bar."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+import tiny_hybrid  # noqa: E402
+
+import tracer  # noqa: E402
+from tui.cli import main  # noqa: E402
+
+TEXT = "the cat sat on the mat again"
+FAMILIES = ["qwen3_next", "qwen3_5", "olmo_hybrid", "olmo_hybrid_nope", "kimi_linear"]
+_built: dict = {}
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def checkpoint(request, tmp_path_factory):
+    """(folder, transformers' per-layer record), built once per family."""
+    family = request.param
+    if family not in _built:
+        folder = tmp_path_factory.mktemp(family)
+        model = tiny_hybrid.build(family, folder)
+        ids = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json")).encode(TEXT).ids
+        _built[family] = (folder, tiny_hybrid.run_model(model, list(ids)))
+    return _built[family]
+
+
+def close(got, want, tol=5e-5):
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    assert got.shape == want.shape
+    scale = max(float(np.abs(want).max()), 1.0)
+    assert float(np.abs(got - want).max()) <= tol * scale, float(np.abs(got - want).max()) / scale
+
+
+def test_every_layer_traced_equals_transformers(checkpoint):
+    folder, ref = checkpoint
+    kinds = []
+    for layer, want in enumerate(ref):
+        if "o" not in want and "kimi" in folder.name:   # latent layers without positions: refused, below
+            continue
+        sc = tracer.from_model(str(folder), TEXT, layer)
+        trace = tracer.run(sc)
+        kinds.append(sc.model["kind"])
+        close(trace["x"], want["x"])
+        close(trace["out"], want["out"])
+        for h in range(sc.heads):
+            if "o" in want:
+                close(trace[f"h{h}.beta"][:, 0], want["beta"][h])
+                close(trace[f"h{h}.decay"], want["decay"][h])
+                close(trace[f"h{h}.o"], want["o"][h])
+                close(trace[f"h{h}.z"], want["z"][h])
+                np.testing.assert_allclose(trace[f"h{h}.implicit"] @ trace[f"h{h}.v_conv"], trace[f"h{h}.o"],
+                                           atol=1e-10)   # o = A·v: the weights the layer implies
+            else:
+                close(trace[f"h{h}.weights"], want["weights"][h])
+    assert any(k.startswith("linear") for k in kinds)
+
+
+def test_show_on_a_linear_layer_prints_its_steps(checkpoint, capsys):
+    folder, _ = checkpoint
+    assert main(["show", "--model", str(folder), "--text", TEXT, "--layer", "0", "--step", "h0.state",
+                 "--step", "h0.implicit"]) == 0
+    out = capsys.readouterr().out
+    assert "h0.state" in out and "S_t = (I − β_t·k_t·k_tᵀ)" in out and "h0.implicit" in out
+
+
+def test_kimi_latent_layers_are_refused_in_one_line(checkpoint, capsys):
+    folder, ref = checkpoint
+    if "kimi" not in folder.name:
+        pytest.skip("Kimi Linear only")
+    latent = next(i for i, want in enumerate(ref) if "o" not in want)
+    assert main(["show", "--model", str(folder), "--text", TEXT, "--layer", str(latent)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("attnsim: error: --layer: layer") and "not traced yet" in err and err.count("\n") == 1
