@@ -70,6 +70,8 @@ def test_show_on_a_linear_layer_prints_its_steps(checkpoint, capsys):
                  "--step", "h0.implicit"]) == 0
     out = capsys.readouterr().out
     assert "h0.state" in out and "S_t = (I − β_t·k_t·k_tᵀ)" in out and "h0.implicit" in out
+    # the state's numbers: value heads × d_k × d_v of tiny_hybrid's configs (Kimi: 2 heads of 8 × 8)
+    assert f"keeps: the state keeps {128 if 'kimi' in folder.name else 4 * 8 * 6} numbers whatever the length" in out
 
 
 def test_kimi_latent_layers_are_refused_in_one_line(checkpoint, capsys):

@@ -185,6 +185,9 @@ def test_show_prints_the_negative_weight(capsys):
     assert main(["show", "delta_rule", "--step", "h0.implicit"]) == 0
     out = capsys.readouterr().out
     assert "−1/2" in out and "query × key" in out
+    # 2 × 2 state against a softmax layer of the same shapes: a key and a value of 2 a token
+    assert "keeps: the state keeps 4 numbers whatever the length; a softmax layer's cache grows by 4 a token: " \
+        "as many at 1 token (this text's 4: 16 in the cache)" in out
 
 
 def test_explain_uses_the_numbers(delta_rule):
@@ -214,3 +217,14 @@ def test_exports_hold_the_new_steps(tmp_path, fmt, delta_rule):
     else:
         text = out.read_text(encoding="utf-8")
         assert "h0.state" in text and "−1/2" in text
+
+
+def test_l2_true_norms_q_and_k_by_their_length_before_the_recurrence():
+    rng = np.random.default_rng(7)
+    x, wq, wk, wv = (rng.normal(size=s) for s in ((4, 3), (3, 2), (3, 2), (3, 2)))
+    trace = tracer.run(tracer.from_arrays(x, wq, wk, wv, linear=dict(rule="delta", beta=0.5, l2=True)))
+    unit = lambda a: a / np.sqrt((a * a).sum(axis=1, keepdims=True) + 1e-6)   # noqa: E731  (length, not RMS)
+    q, k = unit(x @ wq), unit(x @ wk)
+    np.testing.assert_allclose(trace["h0.q_l2"], q, rtol=1e-12)
+    states, o = recurrence(q / np.sqrt(2), k, x @ wv, [[1]] * 4, [0.5] * 4, "delta")
+    np.testing.assert_allclose(trace["h0.o"], o.astype(float), rtol=1e-12)

@@ -49,8 +49,11 @@ def _describe(sc) -> dict:
 
 
 def keeps(sc):
-    """What the layer keeps against a softmax layer of the same shapes (its key/value heads, d_k)."""
-    from .footprint import footprint, kv_per_token
+    """What the layer keeps against a softmax layer's cache: a checkpoint's own softmax layers' (its
+    `model` origin says), else one of the same shapes (its key/value heads, d_k)."""
+    from .footprint import Footprint, footprint, kv_per_token
+    if sc.model and sc.model.get("keeps"):
+        return Footprint(**sc.model["keeps"])
     return footprint(sc.heads, sc.d_k, sc.d_v, kv_per_token(sc.groups, sc.d_k))
 
 
