@@ -152,6 +152,10 @@ def with_mechanisms() -> list:
                                          beta=(2 * rng.random((2, 4))).tolist()), residual=dict(norm="none"))
     return [("QK-norm over all heads, yarn, output norm", sc, {}),
             ("linear kda, grouped, columns", kda, dict(layout="columns")),
+            ("linear kda decoded, grouped, l2", tracer.from_arrays(
+                r(4, 6), list(r(2, 6, 2)), list(r(1, 6, 2)), list(r(1, 6, 3)), o=r(6, 6), decode=2,
+                linear=dict(rule="kda", decay=(0.5 + rng.random((2, 4, 2)) / 2).tolist(), l2=True,
+                            beta=(2 * rng.random((2, 4))).tolist()), residual=dict(norm="none")), {}),
             ("linear with a checkpoint's convolution, L2 norm and gated norm", tracer.from_arrays(
                 r(5, 4), list(r(2, 4, 3)), list(r(1, 4, 3)), list(r(1, 4, 2)), linear=dict(
                     rule="delta", decay=0.5 + rng.random((2, 5)) / 2, beta=2 * rng.random((2, 5)), l2=True,

@@ -36,8 +36,8 @@ def axis_labels(trace, axis: str, size: int, start: int = 0, width: int | None =
     elif axis == "one":
         return ["Σ"]
     elif axis == "token·d_k":   # a linear layer's states, stacked: row t·d_k + i is row i of token t's state
-        d_k = size // max(trace.scenario.n, 1)
-        names, first = [f"{name}·{i}" for name in distinct(trace.scenario.tokens) for i in range(d_k)], 0
+        d_k = trace.scenario.d_k   # from token `start` on (a decoded token's state: its d_k rows)
+        names, first = [f"{name}·{i}" for name in distinct(trace.scenario.tokens)[start:] for i in range(d_k)][:size], 0
     elif axis == "d_model" and trace.scenario.features:
         names, first = list(trace.scenario.features), 0
     elif axis == "d_v" and getattr(trace.scenario, "value_features", None):

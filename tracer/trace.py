@@ -247,7 +247,9 @@ class Trace:
         if self._decoded is None:
             from . import decode
             from .mechanisms.latent import compute as latent   # under latent attention the cache is c_kv and k_pe
-            compute_ = latent.decode if self.scenario.mla is not None else decode.compute
+            from .mechanisms.linear import decode as linear   # under linear attention the cache is the state
+            compute_ = latent.decode if self.scenario.mla is not None else \
+                linear.decode if self.scenario.linear is not None else decode.compute
             arrays, self._decoded, finite = compute_(self, run)   # run: the prefill's trace
             self._record(arrays)
             if not finite:

@@ -148,7 +148,7 @@ REFUSALS = [
     ("[linear]", "[rope]\nbase = 10000.0\n\n[linear]", "rope: expected no [rope] with [linear]"),
     ("[linear]", "[defaults]\nsoftmax_base = 2\n\n[linear]", "defaults.softmax_base: has no meaning in a "
      "linear layer"),
-    ("[linear]", "[decode]\nprompt = 2\n\n[linear]", r"[linear]: expected no [decode] section with it"),
+    ("[linear]", "[defaults]\nalgorithm = \"online\"\n\n[linear]", "defaults.algorithm: has no meaning in a linear layer"),
 ]
 
 
@@ -225,6 +225,34 @@ def test_l2_true_norms_q_and_k_by_their_length_before_the_recurrence():
     trace = tracer.run(tracer.from_arrays(x, wq, wk, wv, linear=dict(rule="delta", beta=0.5, l2=True)))
     unit = lambda a: a / np.sqrt((a * a).sum(axis=1, keepdims=True) + 1e-6)   # noqa: E731  (length, not RMS)
     q, k = unit(x @ wq), unit(x @ wk)
-    np.testing.assert_allclose(trace["h0.q_l2"], q, rtol=1e-12)
+    np.testing.assert_allclose(trace["h0.q_unit"], q, rtol=1e-12)
     states, o = recurrence(q / np.sqrt(2), k, x @ wv, [[1]] * 4, [0.5] * 4, "delta")
     np.testing.assert_allclose(trace["h0.o"], o.astype(float), rtol=1e-12)
+
+
+@pytest.mark.parametrize("rule", ["delta", "decay", "kda"])
+def test_decoding_carries_the_state_and_each_row_is_the_full_traces(rule):
+    rng = np.random.default_rng(11)
+    n, p = 5, 2
+    section = dict(rule=rule, decay=rng.uniform(0.4, 1, size=(2, n, 3) if rule == "kda" else (2, n)), l2=rule == "delta")
+    if rule != "decay":
+        section["beta"] = rng.uniform(0, 2, size=(2, n))
+    keys = dict(x=rng.normal(size=(n, 4)), q=list(rng.normal(size=(2, 4, 3))), k=list(rng.normal(size=(1, 4, 3))),
+                v=list(rng.normal(size=(1, 4, 2))), o=rng.normal(size=(4, 4)), residual=dict(norm="none"), linear=section)
+    whole, decoded = tracer.run(tracer.from_arrays(**keys)), tracer.run(tracer.from_arrays(**keys, decode=p))
+    assert not any(s.kind in ("k_cache", "v_cache", "implicit") for s in decoded.steps if s.id.startswith("t"))
+    for t in range(p, n):
+        for h in range(2):
+            np.testing.assert_allclose(decoded[f"t{t}.h{h}.state"], whole[f"h{h}.state"][t * 3:(t + 1) * 3], rtol=1e-12)
+            np.testing.assert_allclose(decoded[f"t{t}.h{h}.z"][0], whole[f"h{h}.z"][t], rtol=1e-12)
+        np.testing.assert_allclose(decoded[f"t{t}.residual"][0], whole["residual"][t], rtol=1e-12)
+    story = decoded.explain("t2.h0.state", 0, 1)
+    assert story.startswith("t2.h0.state[") and "the state after t3" in story
+
+
+def test_delta_rule_decoded_from_the_prompt_s_state_is_the_worked_example(tmp_path, capsys):
+    path = tmp_path / "decoded.toml"
+    path.write_text(DELTA.replace("[linear]", "[decode]\nprompt = 2\n\n[linear]"), encoding="utf-8")
+    assert main(["show", str(path), "--step", "t3.h0.state", "--step", "t3.h0.o"]) == 0
+    out = capsys.readouterr().out
+    assert "x4·0           9/4  1/4" in out and "x4         9/4  1/4" in out and "the whole cache" in out

@@ -29,7 +29,7 @@ LAYERS = {"qk_norm": dict(q_norm=[1.0, 2.0], k_norm=[1.0, 1.0]), "softcap": dict
 ONLINE = {"qk_norm": True, "softcap": False, "alibi": False, "sinks": False, "score_bias": False, "out_norm": True,
           "rotary": True, "latent": False, "v_norm": True, "linear": False, "output_gate": False}
 DECODE = {"qk_norm": False, "softcap": False, "alibi": False, "sinks": False, "score_bias": False,
-          "out_norm": False, "rotary": True, "latent": True, "v_norm": False, "linear": False, "output_gate": False}
+          "out_norm": False, "rotary": True, "latent": True, "v_norm": False, "linear": True, "output_gate": False}
 LABELS = {"qk_norm": "weights.q_norm", "softcap": "softcap", "alibi": "alibi", "sinks": "weights.sinks",
           "score_bias": "score_bias", "out_norm": "out_norm", "rotary": "rope", "latent": r"\[mla\]",
           "v_norm": "weights.v_norm", "linear": r"\[linear\]", "output_gate": "weights.gate"}

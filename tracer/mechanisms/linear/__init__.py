@@ -70,4 +70,4 @@ DECLARATION = Mechanism(
     arguments={"linear": "linear"}, dims=_dims, arrays=_arrays,
     describe=_describe, given_words=_given_words,
     unfillable=lambda sc: "its q and k are divided by √(Σx²), not small fractions" if sc.linear["l2"] else None,
-    fused=False, online=False, decode=False, arithmetic=refuse_arithmetic)
+    fused=False, online=False, arithmetic=refuse_arithmetic)

@@ -36,11 +36,12 @@ def scale_words(arithmetic, d_k: int) -> str:
 
 
 def gates(sc, h: int, dtype) -> tuple[np.ndarray, np.ndarray | None]:
-    """Head h's decay (n × 1, or n × d_k under kda) and β (n entries, None under the decay rule)."""
-    lin = sc.linear
+    """Head h's decay (n × 1, or n × d_k under kda) and β (n entries, None under the decay rule); a
+    decode's prompt (the scenario cut to its first tokens) takes the first rows."""
+    lin, n = sc.linear, sc.n
     beta = lin["beta"]
-    return (np.ascontiguousarray(lin["alpha"][h], dtype=dtype),
-            None if beta is None else np.ascontiguousarray(beta[h], dtype=dtype))
+    return (np.ascontiguousarray(lin["alpha"][h][:n], dtype=dtype),
+            None if beta is None else np.ascontiguousarray(beta[h][:n], dtype=dtype))
 
 
 def head(run, h: int, q: np.ndarray, kv: dict, ids: dict) -> tuple[dict, bool]:

@@ -1,7 +1,7 @@
 """What a checkpoint's linear layer puts around the recurrence, as stages of the queries, keys and
 values and as its head output: the short causal convolution with its SiLU (`h{h}.q_conv`,
 `h{h}.k_conv`, `h{h}.v_conv`, where `[linear] conv` gives kernels), the L2 norm of q and k
-(`h{h}.q_l2`, `h{h}.k_l2`, where `l2 = true`: each row ÷ √(Σx² + 1e-6), its length, not the root mean
+(`h{h}.q_unit`, `h{h}.k_unit`, where `l2 = true`: each row ÷ √(Σx² + 1e-6), its length, not the root mean
 square of mechanisms/l2_norm), and z as the gated RMS norm RMSNorm(o)·act(x·W_Z)·g (where `[linear]
 norm` gives W_Z, the gain, eps and the activation). The formulas are gates.py's and formula.py's."""
 from __future__ import annotations
@@ -29,7 +29,7 @@ def staged(sc, which: str, index: int, a: np.ndarray) -> dict:
     if w is not None:
         a = got[f"{which}_conv"] = causal_conv(a.astype(np.float64), w).astype(dt)
     if which != "v" and sc.linear["l2"]:
-        got[f"{which}_l2"] = l2norm(a.astype(np.float64)).astype(dt)
+        got[f"{which}_unit"] = l2norm(a.astype(np.float64)).astype(dt)
     return got
 
 
@@ -93,7 +93,7 @@ for _which in "qkv":
            lambda cell: {cell.step.inputs[0]: [(s, cell.j) for s in range(max(0, cell.i + 1 - _width(cell)), cell.i + 1)]},
            _has(2), after=_which)
 for _which in "qk":
-    _stage(_which, f"{_which}_l2", ("Queries" if _which == "q" else "Keys") + ", L2-normed", _L2_WHY,
+    _stage(_which, f"{_which}_unit", ("Queries" if _which == "q" else "Keys") + ", L2-normed", _L2_WHY,
            f"{_which} ÷ √(Σ{_which}² + 1e-6), per token", _l2_explain,
            lambda cell: whole_row(cell.step.inputs[0], cell.i, cell.rows(cell.step.inputs[0]).shape[1]),
            _has(1), after=f"{_which}_conv")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ids import parse, step_id
 from ...steps.base import Kind, register
 from ...steps.cell import whole_row
 from .compute import scale_words, scaled
@@ -29,14 +30,20 @@ def _qkv(ctx, h) -> list[str]:
     return [ctx.latest(h, "query", "decay"), ctx.latest(h, "key", "decay"), ctx.latest(h, "value", "decay")]
 
 
+def _decoded(cell) -> int | None:
+    """The token of a [decode] run's per-token step (its arrays hold that token alone), else None."""
+    return parse(cell.step.id).token
+
+
 def _parts(cell, t: int):
     """Token t's q̂, k, v, α and β (β 1 under the decay rule) from the trace's own steps."""
     sc, head = cell.scenario, cell.step.head
     q_id, k_id, v_id = _qkv_ids(cell)
-    q = scaled(cell.rows(q_id)[t].astype(np.float64), cell.arithmetic, sc.d_k)
-    alpha = cell.rows(cell.sid("decay"))[t].astype(np.float64)
-    beta = float(cell.rows(cell.sid("beta"))[t, 0]) if uses_beta(sc.linear["rule"]) else 1.0
-    return q, cell.rows(k_id)[t].astype(np.float64), cell.rows(v_id)[t].astype(np.float64), alpha, beta, head
+    r = 0 if _decoded(cell) is not None else t   # a decoded token's steps are its row alone
+    q = scaled(cell.rows(q_id)[r].astype(np.float64), cell.arithmetic, sc.d_k)
+    alpha = cell.rows(cell.sid("decay"))[r].astype(np.float64)
+    beta = float(cell.rows(cell.sid("beta"))[r, 0]) if uses_beta(sc.linear["rule"]) else 1.0
+    return q, cell.rows(k_id)[r].astype(np.float64), cell.rows(v_id)[r].astype(np.float64), alpha, beta, head
 
 
 def _qkv_ids(cell) -> list[str]:
@@ -46,10 +53,15 @@ def _qkv_ids(cell) -> list[str]:
 
 
 def _previous(cell, t: int) -> np.ndarray:
+    """S_{t−1}: the state before token t (a decoded token's: the previous token's, or the prompt's last)."""
     sc = cell.scenario
     if t == 0:
         return np.zeros((sc.d_k, sc.d_v))
-    return cell.rows(cell.sid("state"))[(t - 1) * sc.d_k:t * sc.d_k].astype(np.float64)
+    if _decoded(cell) is None:
+        return cell.rows(cell.sid("state"))[(t - 1) * sc.d_k:t * sc.d_k].astype(np.float64)
+    h = cell.step.head
+    earlier = step_id("state", h, prefill=True) if t == sc.decode else step_id("state", h, token=t - 1)
+    return cell.rows(earlier)[-sc.d_k:].astype(np.float64)
 
 
 # ------------------------------------------------------------------ decay and beta
@@ -64,7 +76,7 @@ def _decay_explain(cell) -> str:
 
 def _beta_explain(cell) -> str:
     tok, b = cell.token(cell.at), cell.value
-    k = cell.rows(_qkv_ids(cell)[1])[cell.at].astype(np.float64)
+    k = _parts(cell, cell.at)[1]
     size = float(k @ k)
     return (f"= {cell.f(b)}   (β as [linear] beta gives it: {tok} writes {cell.f(b)} of its error under its key; "
             f"β·|k|² = {cell.f(b)} × {cell.f(size)} = {cell.f(b * size)}"
@@ -99,8 +111,9 @@ def _state_formula(ctx) -> str:
 
 
 def _state_explain(cell) -> str:
-    d_k = cell.scenario.d_k
-    t, r, j, f = cell.i // d_k, cell.i % d_k, cell.j, cell.f
+    d_k, token = cell.scenario.d_k, _decoded(cell)
+    t, r = (cell.i // d_k, cell.i % d_k) if token is None else (token, cell.i)
+    j, f = cell.j, cell.f
     q, k, v, alpha, beta, _ = _parts(cell, t)
     delta = uses_beta(cell.scenario.linear["rule"])
     u = update(_previous(cell, t), k, v, alpha, beta, delta)
@@ -118,7 +131,7 @@ def _state_explain(cell) -> str:
 
 def _state_sources(cell) -> dict:
     d_k = cell.scenario.d_k
-    t = cell.i // d_k
+    t = cell.i // d_k if _decoded(cell) is None else 0
     q_id, k_id, v_id = _qkv_ids(cell)
     a = cell.i % d_k if cell.rows(cell.sid("decay")).shape[1] > 1 else 0   # kda: the row's key channel
     got = {**whole_row(k_id, t, d_k), v_id: [(t, cell.j)], cell.sid("decay"): [(t, a)]}
@@ -142,9 +155,10 @@ register(Kind(
 # ------------------------------------------------------------------ what the state returns
 
 def _o_explain(cell) -> str:
-    d_k, t, j, f = cell.scenario.d_k, cell.i, cell.j, cell.f
+    d_k, j, f = cell.scenario.d_k, cell.j, cell.f
+    t = cell.i if _decoded(cell) is None else _decoded(cell)
     q = _parts(cell, t)[0]
-    S = cell.rows(cell.sid("state"))[t * d_k:(t + 1) * d_k].astype(np.float64)
+    S = cell.rows(cell.sid("state"))[(t if _decoded(cell) is None else 0) * d_k:][:d_k].astype(np.float64)
     terms = " + ".join(f"S[{r}, {j}]·q̂[{r}]" for r in range(d_k))
     return (f"= Sᵀ·q̂ = {terms} = {cell.dot(S[:, j], q)} = {cell.fa(cell.value)}   (the state after "
             f"{cell.token(t)}; {scale_words(cell.arithmetic, d_k)})").replace("-", "−")
@@ -157,7 +171,7 @@ register(Kind(
     formula=lambda ctx: "o_t = S_tᵀ·q̂_t   (q̂: q scaled as the arithmetic's scale)", explain=_o_explain,
     sources=lambda cell: {**whole_row(_qkv_ids(cell)[0], cell.i, cell.scenario.d_k),
                           cell.sid("state"): [(cell.i * cell.scenario.d_k + r, cell.j)
-                                              for r in range(cell.scenario.d_k)]},
+                                              for r in range(cell.scenario.d_k)]},   # decoded: i = 0
     inputs=lambda ctx, h: [ctx.sid("state", h), _qkv(ctx, h)[0]], present=_on,
     tip="multiply each row of the state by the query's number, then add"), after="state")
 
