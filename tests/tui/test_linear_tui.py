@@ -31,3 +31,41 @@ async def test_stepping_through_the_states_and_the_negative_weight():
         assert rows[2] == ["x2", "−1/2", "1/2", "0", "0"]
         scale = scale_for(app.screen.trace["h0.implicit"], True)
         assert scale.signed and scale.level(-0.5) < 0 < scale.level(0.5)   # diverging: the negative cell shows
+
+
+@pilot_test
+async def test_the_heads_overview_shows_each_head_s_implicit_weights():
+    from tui.screens.heads import HeadsScreen
+    from tui.widgets.mini_heat import MiniHeat
+    async with opened("linear_decay", size=(100, 30)) as (app, pilot):
+        await pilot.press("m")
+        await settle(pilot)
+        assert isinstance(app.screen, HeadsScreen)
+        assert "2 heads' implicit weights" in str(app.screen.query_one("#heads-title").render())
+        assert all(str(tile.render()).strip() for tile in app.screen.query(MiniHeat))   # drawn, not blank
+        await pilot.press("right", "enter")
+        await settle(pilot)
+        assert app.screen.head == 1 and app.screen.step_id.startswith("h1.")
+
+
+def test_a_signed_tile_diverges():
+    from tui.widgets.mini_heat import HIGH, NEGATIVE, _diverging
+    assert _diverging(-1.0).triplet == NEGATIVE and _diverging(1.0).triplet == HIGH
+
+
+@pilot_test
+async def test_the_state_panel_shows_the_token_under_the_cursor_being_written():
+    from tui.widgets.state import StatePanel
+    async with opened("delta_rule", size=(140, 45)) as (app, pilot):
+        await go_to(pilot, "h0.state")
+        await pilot.press("down", "down")   # row 0 of x2's state
+        await settle(pilot)
+        panel = app.screen.query_one(StatePanel)
+        text = str(panel.render())
+        assert panel.display and "state of head 0 after x2" in text, text
+        assert "prediction Sᵀk = (2, 0)   error v − Sᵀk = (−2, 2)" in text and "β = 1/2" in text
+        lines = text.splitlines()   # decayed [[2, 0], [0, 0]] + write [[−1, 1], [−1, 1]] = S₂ [[1, 1], [−1, 1]]
+        assert [line.split() for line in lines[-2:]] == [["[2", "0]", "[−1", "1]", "[", "1", "1]"],
+                                                       ["[0", "0]", "[−1", "1]", "[−1", "1]"]], lines
+        await go_to(pilot, "x")
+        assert not panel.display   # no state on the input
