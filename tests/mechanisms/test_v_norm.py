@@ -73,7 +73,7 @@ def test_its_eps_is_qk_norms_key():
 @pytest.mark.parametrize("change, message", [
     (dict(v_norm="yes"), r"^weights\.v_norm: expected true or false"),
     (dict(qk_norm_eps=2.0), r"^weights\.norm_eps: expected a number from 0 to 1"),
-    (dict(decode=2), r"^weights\.v_norm: expected no \[decode\] section with it \(.*or a norm of the values\)"),
+    (dict(decode=2), r"^weights\.v_norm: expected no \[decode\] section with it \(.*a norm of the values or an output gate\)"),
 ])
 def test_bad_keys_and_decode_are_refused_naming_them(change, message):
     with pytest.raises(tracer.ScenarioError, match=message):
