@@ -82,3 +82,13 @@ def test_kimi_latent_layers_are_refused_in_one_line(checkpoint, capsys):
     assert main(["show", "--model", str(folder), "--text", TEXT, "--layer", str(latent)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("attnsim: error: --layer: layer") and "not traced yet" in err and err.count("\n") == 1
+
+
+def test_a_heads_list_keeps_those_heads_of_a_linear_layer(checkpoint):
+    folder, ref = checkpoint
+    whole = tracer.run(tracer.from_model(str(folder), TEXT, 0))
+    kept = tracer.run(tracer.from_model(str(folder), TEXT, 0, heads=[1, 0]))
+    assert kept.heads == 2
+    for new, old in ((0, 1), (1, 0)):
+        np.testing.assert_allclose(kept[f"h{new}.z"], whole[f"h{old}.z"], rtol=1e-12)
+        close(kept[f"h{new}.o"], ref[0]["o"][old])

@@ -9,6 +9,7 @@ from textual.widgets import Static
 
 from tracer.ids import parse
 from tracer.labels import token_name
+from tracer.mechanisms.linear import keeps
 from tracer.mechanisms.linear.steps import token_state
 
 
@@ -60,4 +61,5 @@ class StatePanel(Static):
             lines.append(f"prediction Sᵀk = {_vector(u.prediction, f)}   error v − Sᵀk = {_vector(u.error, f)}")
         blocks = [("decayed", _matrix(u.decayed, f)), ("+ write", _matrix(u.write, f)), (f"= S({name})", _matrix(u.state, f))]
         text.append("\n".join(lines + _side_by_side(blocks)).replace("-", "−"))
+        text.append(f"\nkeeps: {keeps(trace.scenario).sentence(trace.scenario.n)}", style="dim")
         self.update(text)
