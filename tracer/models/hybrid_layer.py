@@ -12,6 +12,7 @@ import numpy as np
 from ..errors import ScenarioError
 from ..mechanisms.linear.gates import rms_norm, sigmoid
 from . import hybrid_block, hybrid_tensors
+from .hybrid_attention import LATENT_EPS
 from .hybrid_config import HYBRIDS, NESTED, Hybrid, hybrid_of
 from .hybrid_linear import decay
 from .tokens import encode
@@ -40,7 +41,8 @@ def layer_arrays(folder, data: dict, text: str, layer: int, label: str, what: st
     ids, pieces = encode(folder, text, 1 << 20)
     x = hybrid_block.stream(t, cfg, ids, layer)
     norms = hybrid_tensors.norms(t, cfg, layer)
-    arrays = _linear(t, cfg, layer, x, norms) if cfg.linear[layer] else _softmax(t, cfg, layer, norms)
+    arrays = _linear(t, cfg, layer, x, norms) if cfg.linear[layer] else \
+        _latent(t, cfg, layer, norms, len(ids)) if cfg.family.attention == "latent" else _softmax(t, cfg, layer, norms)
     kind = kinds(cfg)[layer]
     return dict(x=x, tokens=pieces, residual=dict(norm="none"), mask="causal", layout="rows", **arrays,
                 name=f"{label}_layer{layer}",
@@ -78,14 +80,27 @@ def _linear(t, cfg: Hybrid, i: int, x: np.ndarray, norms: dict) -> dict:
                               eps=cfg.eps if cfg.family.gate_eps is None else cfg.family.gate_eps)))
 
 
+def _latent(t, cfg: Hybrid, i: int, norms: dict, n: int) -> dict:
+    """Kimi Linear's latent attention, which has no positions: the house's [mla] with every token at
+    position 0, so that the rotary part turns by no angle (k_pe and q_pe as the projections give them)."""
+    w, m, H = hybrid_tensors.attention(t, cfg, i), cfg.mla, cfg.heads
+
+    def per_head(a: np.ndarray, parts: tuple) -> list:
+        a = a.reshape(a.shape[0], H, sum(parts))
+        return [np.split(a[:, h], [parts[0]], axis=1) for h in range(H)]
+    q = per_head(w["q"] if m["q_rank"] is None else w["q_b"], (m["nope"], m["rope"]))
+    up = per_head(w["kv_b"], (m["nope"], m["v"]))
+    mla = dict(down=w["kv_a"][:, :m["kv_rank"]], rope_k=w["kv_a"][:, m["kv_rank"]:], kv_norm=w["kv_norm"],
+               up_k=[u[0] for u in up], up_v=[u[1] for u in up], q=[p[0] for p in q], rope_q=[p[1] for p in q],
+               norm_eps=LATENT_EPS)
+    if m["q_rank"] is not None:
+        mla.update(q_down=w["q_a"], q_norm=w["q_norm"])
+    return dict(mla=mla, o=w["o"], norm_in=_norm_in(norms["before"], cfg), rope=dict(positions=[0] * n))
+
+
 def _softmax(t, cfg: Hybrid, i: int, norms: dict) -> dict:
     """A softmax layer: Qwen's (QK-norm per head, partial rotary, output gate) or OLMo-Hybrid's (QK-norm
-    over the width, norms after the layer). Kimi's latent layers without positions are not traced yet."""
-    if cfg.family.attention == "latent":
-        raise ScenarioError("model.layer", f"layer {i} is a latent attention layer without positions "
-                            f"({cfg.model_type}); expected one of its linear layers "
-                            f"({', '.join(str(j) for j, lin in enumerate(cfg.linear) if lin)}): its latent layers are "
-                            "not traced yet")
+    over the width, norms after the layer)."""
     w = hybrid_tensors.attention(t, cfg, i)
     H, G, d = cfg.heads, cfg.kv_heads, cfg.head_dim
     split = lambda m, count: None if m is None else list(m.reshape(*m.shape[:-1], count, d).swapaxes(0, -2)  # noqa: E731
