@@ -138,8 +138,8 @@ def test_gated_delta_rule_equals_transformers_recurrent_and_chunked(seed, n, gro
     alpha, beta = rng.uniform(0.05, 1.0, size=(n, heads)), rng.uniform(0.0, 1.0, size=(n, heads))
     args = (_torch(q[None]), _torch(k[None]), _torch(v[None]), _torch(np.log(alpha)[None]), _torch(beta[None]))
     with torch.no_grad():
-        step, _ = qwen3_next.torch_recurrent_gated_delta_rule(*args, use_qk_unitnorm_in_kernel=True)
-        chunked, _ = qwen3_next.torch_chunk_gated_delta_rule(*args, chunk_size=chunk, use_qk_unitnorm_in_kernel=True)
+        step, _ = qwen3_next.torch_recurrent_gated_delta_rule(*args, use_qk_l2norm_in_kernel=True)
+        chunked, _ = qwen3_next.torch_chunk_gated_delta_rule(*args, chunk_size=chunk, use_qk_l2norm_in_kernel=True)
     for h in range(heads):
         g = h // per
         _, o = recur(l2norm(q[:, g]) / np.sqrt(d_k), l2norm(k[:, g]), v[:, h], alpha[:, h, None], beta[:, h], "delta")
@@ -156,8 +156,8 @@ def test_kda_equals_transformers_kimi_delta_attention(seed, n, heads, d_k, d_v, 
     alpha, beta = rng.uniform(0.05, 1.0, size=(n, heads, d_k)), rng.uniform(0.0, 1.0, size=(n, heads))
     args = (_torch(q[None]), _torch(k[None]), _torch(v[None]), _torch(np.log(alpha)[None]), _torch(beta[None]))
     with torch.no_grad():
-        step, _ = kimi.recurrent_kimi_delta_attention(*args, None, False, use_qk_unitnorm_in_kernel=True)
-        chunked, _ = kimi.chunk_kimi_delta_attention(*args, chunk_size=chunk, use_qk_unitnorm_in_kernel=True)
+        step, _ = kimi.recurrent_kimi_delta_attention(*args, None, False, use_qk_l2norm_in_kernel=True)
+        chunked, _ = kimi.chunk_kimi_delta_attention(*args, chunk_size=chunk, use_qk_l2norm_in_kernel=True)
     for h in range(heads):
         _, o = recur(l2norm(q[:, h]) / np.sqrt(d_k), l2norm(k[:, h]), v[:, h], alpha[:, h], beta[:, h], "kda")
         np.testing.assert_allclose(step[0, :, h].numpy(), o, rtol=2e-4, atol=2e-5)

@@ -2,11 +2,15 @@
 token and key-channel rows, a cell's story telling the prediction, the error and the write with the
 lesson's numbers as the cursor steps down the states, and the implicit weights with their negative
 cell drawn on the diverging scale."""
+import shutil
+
+import pytest
+
 from tui.widgets.cell_info import CellInfo
 from tui.widgets.heat import scale_for
 from tui.widgets.matrix import MatrixView
 
-from tui_helpers import drawn, go_to, opened, pilot_test, settle
+from tui_helpers import drawn, go_to, opened, pilot_test, settle, terminal
 
 
 def story(app) -> str:
@@ -70,3 +74,15 @@ async def test_the_state_panel_shows_the_token_under_the_cursor_being_written():
                                                        ["[0", "0]", "[−1", "1]", "[−1", "1]"]], lines
         await go_to(pilot, "x")
         assert not panel.display   # no state on the input
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux for a real terminal")
+def test_stepping_through_delta_rule_in_a_real_terminal():
+    with terminal("linear", "tui", "delta_rule", size=(140, 45)) as term:
+        term.wait_for("step x")
+        term.send(*["n"] * 6)   # x, h0.q, h0.k, h0.v, h0.decay, h0.beta, then h0.state
+        term.wait_for("h0.state[0, 0]")
+        term.send("Down", "Down")   # row 0 of the state after x2: its prediction, error and write
+        screen = term.wait_for("h0.state[2, 0]").replace("▕ ", "")   # the story's lines, joined
+        assert "state after x2" in screen and "(0, 2) − (2, 0) = (−2, 2)" in screen, screen
+        term.send("C-q")

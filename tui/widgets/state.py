@@ -7,7 +7,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from tracer.ids import parse
+from tracer.explain import cell as explain_cell
+from tracer.ids import parse, step_id
 from tracer.labels import token_name
 from tracer.mechanisms.linear import keeps
 from tracer.mechanisms.linear.steps import token_state
@@ -50,8 +51,10 @@ class StatePanel(Static):
         self.display = t is not None
         if t is None:
             return
-        got = token_state(trace, step.head, t)
-        u, f = got["update"], got["f"]
+        d_k = trace.scenario.d_k
+        cell = explain_cell(trace, step_id("state", step.head), *((0, t * d_k) if trace.columns else (t * d_k, 0)))
+        got = token_state(cell, t)
+        u, f = got["update"], cell.f
         name = token_name(trace.scenario.tokens, t)
         text = Text()
         text.append(f"state of head {step.head} after {name}\n", style="bold")

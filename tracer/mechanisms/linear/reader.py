@@ -9,24 +9,26 @@ import numpy as np
 from ...errors import ScenarioError
 from .section import read_linear
 
-# the mechanisms a linear layer refuses, and why (the others, a norm of the values or of the output, stay)
+# what a linear layer refuses beside it, by Scenario field: (the field a message names, why); the others,
+# a norm of the values or of the output, stay
 _BESIDE = {
-    "alibi": "expected no ALiBi with [linear] (its penalty is added to scores before a softmax; a linear layer has "
-             "neither: its decay is the multiplicative twin, see linear_decay)",
-    "sinks": "expected no sinks with [linear] (a sink is one more logit in a softmax; a linear layer has none)",
-    "softcap": "expected no softcap with [linear] (it caps the scores of softmax attention; a linear layer forms none)",
-    "score_bias": "expected no score_bias with [linear] (it is added to the scores of softmax attention; a linear "
-                  "layer forms none)",
-    "qk_norm": "expected no QK-norm with [linear] (its RMS norm of q and k is softmax attention's; use l2 = true to "
-               "norm q and k by their length)",
-    "rotary": "expected no [rope] with [linear] (the hybrids' linear layers carry no positions: the decay and the "
-              "convolution order the tokens)",
-    "output_gate": "expected no gate with [linear] (σ(x·W_G) is the softmax layers' output gate; a linear layer's "
-                   "gated norm comes from its checkpoint)",
-    "latent": "expected no [mla] with [linear] (latent attention rebuilds keys for a softmax; a linear layer keeps a "
-              "state instead)",
+    "alibi": ("alibi", "expected no ALiBi with [linear] (its penalty is added to scores before a softmax; a linear "
+                       "layer has neither: its decay is the multiplicative twin, see linear_decay)"),
+    "sinks": ("weights.sinks", "expected no sinks with [linear] (a sink is one more logit in a softmax; a linear "
+                               "layer has none)"),
+    "softcap": ("softcap", "expected no softcap with [linear] (it caps the scores of softmax attention; a linear "
+                           "layer forms none)"),
+    "score_bias": ("score_bias", "expected no score_bias with [linear] (it is added to the scores of softmax "
+                                 "attention; a linear layer forms none)"),
+    "q_norm": ("weights.q_norm", "expected no QK-norm with [linear] (its RMS norm of q and k is softmax "
+                                 "attention's; use l2 = true to norm q and k by their length)"),
+    "mla": ("mla", "expected no [mla] with [linear] (latent attention rebuilds keys for a softmax; a linear layer "
+                   "keeps a state instead)"),
+    "rope": ("rope", "expected no [rope] with [linear] (the hybrids' linear layers carry no positions: the decay "
+                     "and the convolution order the tokens)"),
+    "w_gate": ("weights.gate", "expected no gate with [linear] (σ(x·W_G) is the softmax layers' output gate; a "
+                               "linear layer's gated norm comes from its checkpoint)"),
 }
-_LABEL = {"rotary": "rope", "latent": "mla"}
 SOFTMAX_KEYS = ("softmax_base", "normalize", "stable", "algorithm", "block")
 MODEL_KEYS = ("conv", "norm")   # a checkpoint's parts around the recurrence (stages.py)
 
@@ -75,10 +77,9 @@ def _norm(norm, sc) -> dict | None:
 
 
 def _refuse_beside(scenario, data: dict) -> None:
-    from .. import present
-    for m in present(scenario):
-        if m.name in _BESIDE:
-            raise ScenarioError(_LABEL.get(m.name, m.label), _BESIDE[m.name])
+    for name, (field, why) in _BESIDE.items():
+        if getattr(scenario, name) is not None:
+            raise ScenarioError(field, why)
     if scenario.context is not None:
         raise ScenarioError("context", "expected self-attention with [linear] (the state is written by the layer's "
                             "own tokens)")

@@ -223,13 +223,9 @@ register(Kind(
     tip="copy the state's output"), after="implicit")
 
 
-def token_state(trace, head: int, t: int) -> dict:
-    """Token t's update of head `head`'s state in a whole-layer trace, as the explanations tell it:
-    {update (formula.Update), alpha, beta, k, v, f (how a number is written)}."""
-    from ...explain import cell as make_cell
-    d_k = trace.scenario.d_k
-    at = (0, t * d_k) if trace.columns else (t * d_k, 0)
-    c = make_cell(trace, step_id("state", head), *at)
-    _, k, v, alpha, beta, _ = _parts(c, t)
-    u = update(_previous(c, t), k, v, alpha, beta, uses_beta(trace.scenario.linear["rule"]))
-    return dict(update=u, alpha=alpha, beta=beta, k=k, v=v, f=c.f)
+def token_state(cell, t: int) -> dict:
+    """Token t's update of the state of `cell`'s head (a cell of its `state` step in a whole-layer
+    trace), as the explanations tell it: {update (formula.Update), alpha, beta, k, v}."""
+    _, k, v, alpha, beta, _ = _parts(cell, t)
+    u = update(_previous(cell, t), k, v, alpha, beta, uses_beta(cell.scenario.linear["rule"]))
+    return dict(update=u, alpha=alpha, beta=beta, k=k, v=v)
