@@ -256,3 +256,10 @@ def test_delta_rule_decoded_from_the_prompt_s_state_is_the_worked_example(tmp_pa
     assert main(["show", str(path), "--step", "t3.h0.state", "--step", "t3.h0.o"]) == 0
     out = capsys.readouterr().out
     assert "x4·0           9/4  1/4" in out and "x4         9/4  1/4" in out and "the whole cache" in out
+
+
+def test_a_heatmap_of_a_linear_layer_draws_its_implicit_weights(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "implicit.svg"
+    assert main(["export", "delta_rule", "--figure", "heatmap", "-o", str(out)]) == 0
+    assert "heatmap of h0.implicit" in capsys.readouterr().out and out.stat().st_size > 0
