@@ -19,6 +19,7 @@ from tui.cli import main  # noqa: E402
 TEXT = "the cat sat on the mat again"
 FAMILIES = ["qwen3_next", "qwen3_5", "olmo_hybrid", "olmo_hybrid_nope", "kimi_linear", "kimi_linear_q_rank"]
 _built: dict = {}
+_models: dict = {}   # the transformers model of each family, for from_transformers
 
 
 @pytest.fixture(scope="module", params=FAMILIES)
@@ -30,6 +31,7 @@ def checkpoint(request, tmp_path_factory):
         model = tiny_hybrid.build(family, folder)
         ids = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json")).encode(TEXT).ids
         _built[family] = (folder, tiny_hybrid.run_model(model, list(ids)))
+        _models[folder] = model
     return _built[family]
 
 
@@ -80,3 +82,14 @@ def test_a_heads_list_keeps_those_heads_of_a_linear_layer(checkpoint):
     for new, old in ((0, 1), (1, 0)):
         np.testing.assert_allclose(kept[f"h{new}.z"], whole[f"h{old}.z"], rtol=1e-12)
         close(kept[f"h{new}.o"], ref[0]["o"][old])
+
+
+def test_from_transformers_traces_the_model_in_memory_as_its_folder(checkpoint):
+    folder, _ = checkpoint
+    model = _models[folder]
+    tokenizer = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
+    for layer in (0, 1):
+        mine = tracer.run(tracer.from_transformers(model, tokenizer, TEXT, layer))
+        saved = tracer.run(tracer.from_model(str(folder), TEXT, layer))
+        assert [s.id for s in mine.steps] == [s.id for s in saved.steps]
+        np.testing.assert_allclose(mine["out"], saved["out"], rtol=1e-12, atol=1e-12)

@@ -23,6 +23,13 @@ def is_hybrid(data: dict) -> bool:
     return data.get("model_type") in HYBRIDS or data.get("model_type") in NESTED
 
 
+def described(cfg: Hybrid, path: str | None, text: str, layer: int, heads=None) -> dict:
+    """origin()'s dict for a hybrid: its layers' kinds, and what a linear layer keeps against its softmax ones."""
+    names = kinds(cfg)
+    return {"path": path, "text": text, "layer": layer, "layers": len(names), "heads": None if heads is None else
+            list(heads), "kind": names[layer], "kinds": names, "keeps": cfg.footprint()._asdict()}
+
+
 def kinds(cfg: Hybrid) -> list[str]:
     """Each layer's kind in words: `linear (delta)`, `global, rope 25 %`, `global, NoPE`, `latent, NoPE`."""
     share = "" if cfg.rope is None or not cfg.rope.get("dims") else f" {round(100 * cfg.rope['dims'] / cfg.head_dim)} %"
@@ -34,11 +41,19 @@ def kinds(cfg: Hybrid) -> list[str]:
 def layer_arrays(folder, data: dict, text: str, layer: int, label: str, what: str) -> dict:
     """from_arrays keywords for layer `layer` of the hybrid checkpoint in `folder` on `text`."""
     cfg = hybrid_of(data)
+    check(cfg, layer)
+    ids, pieces = encode(folder, text, 1 << 20)
+    return traced(Tensors(folder), cfg, ids, pieces, layer, label, what)
+
+
+def check(cfg: Hybrid, layer) -> None:
     if not isinstance(layer, int) or isinstance(layer, bool) or not 0 <= layer < cfg.layers:
         raise ScenarioError("model.layer", f"expected a layer from 0 to {cfg.layers - 1} (the model has {cfg.layers}), "
                             f"got {layer!r}")
-    t = Tensors(folder)
-    ids, pieces = encode(folder, text, 1 << 20)
+
+
+def traced(t, cfg: Hybrid, ids: list[int], pieces: list[str], layer: int, label: str, what: str) -> dict:
+    """layer_arrays() from a source of tensors (a folder's, or a model's state dict in memory)."""
     x = hybrid_block.stream(t, cfg, ids, layer)
     norms = hybrid_tensors.norms(t, cfg, layer)
     arrays = _linear(t, cfg, layer, x, norms) if cfg.linear[layer] else \

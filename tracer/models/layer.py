@@ -204,11 +204,7 @@ def origin(path, text: str, layer: int, heads=None, base: Path | None = None) ->
     folder = find_checkpoint(path, base)
     data = config_json(folder)
     if hybrid_layer.is_hybrid(data):
-        cfg = hybrid_layer.hybrid_of(data)
-        kinds = hybrid_layer.kinds(cfg)
-        return {"path": str(folder), "text": text, "layer": layer, "layers": len(kinds),
-                "heads": None if heads is None else list(heads), "kind": kinds[layer], "kinds": kinds,
-                "keeps": cfg.footprint()._asdict()}
+        return hybrid_layer.described(hybrid_layer.hybrid_of(data), str(folder), text, layer, heads)
     return described(read_config(folder), str(folder), text, layer, heads)
 
 
