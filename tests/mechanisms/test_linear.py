@@ -171,6 +171,12 @@ def test_a_refusal_leaves_no_traceback_in_a_fresh_process(tmp_path):
     assert done.returncode == 2 and done.stderr.startswith("attnsim: error: ") and "Traceback" not in done.stderr
 
 
+def test_a_softmax_key_set_for_a_run_is_refused(capsys):
+    assert main(["show", "delta_rule", "--set", "softmax_base=2"]) == 2
+    err = capsys.readouterr().err
+    assert "softmax_base: has no meaning in a linear layer ([linear])" in err and err.count("\n") == 1
+
+
 def test_from_arrays_refuses_with_the_same_words():
     with pytest.raises(tracer.ScenarioError, match=r"^linear\.beta: the decay rule adds"):
         tracer.from_arrays(np.eye(2), np.eye(2), np.eye(2), np.eye(2), linear=dict(rule="decay", beta=0.5))

@@ -101,7 +101,14 @@ def refuse_arithmetic(scenario, normalize: str, field: str = "normalize") -> Non
 
 
 def refuse_run(run) -> None:
-    """What a run's own keys (--set, run's keywords) may change that a linear layer cannot take: the mask."""
+    """What a run's own keys (--set, run's keywords) may change that a linear layer cannot take: the mask,
+    and a softmax's keys set away from the preset's (the by-hand preset's base 3 is simply unused)."""
+    from ...arithmetic import resolve
+    preset = resolve(run.arithmetic.preset, {})
+    for key in ("softmax_base", "stable"):
+        if getattr(run.arithmetic, key) != getattr(preset, key):
+            raise ScenarioError(key, "has no meaning in a linear layer ([linear]): no softmax is taken; expected it "
+                                "unset", run.scenario.source)
     mask = run.mask
     if not (isinstance(mask, str) and mask == "causal"):
         got = mask if isinstance(mask, str) else "a matrix"
