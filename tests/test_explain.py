@@ -153,9 +153,27 @@ def with_mechanisms() -> list:
                                q_norm="l2", k_norm="l2", qk_norm_after_rope=True,
                                rope=dict(base=10.0, temperature=dict(scale=0.5, floor=2)),
                                shared_kv=dict(source="layer 1", x=r(6, 6)))
+    kda = tracer.from_arrays(r(4, 6), list(r(2, 6, 2)), list(r(1, 6, 2)), list(r(1, 6, 3)), o=r(6, 6),
+                             linear=dict(rule="kda", decay=(0.5 + rng.random((2, 4, 2)) / 2).tolist(),
+                                         beta=(2 * rng.random((2, 4))).tolist()), residual=dict(norm="none"))
     return [("QK-norm over all heads, yarn, output norm", sc, {}),
             ("a lightning indexer of 2 heads, top-2", indexed, {}),
             ("a lightning indexer, by-hand, columns", indexed, dict(arithmetic="by-hand", layout="columns")),
+            ("linear kda, grouped, columns", kda, dict(layout="columns")),
+            ("linear kda decoded, grouped, l2", tracer.from_arrays(
+                r(4, 6), list(r(2, 6, 2)), list(r(1, 6, 2)), list(r(1, 6, 3)), o=r(6, 6), decode=2,
+                linear=dict(rule="kda", decay=(0.5 + rng.random((2, 4, 2)) / 2).tolist(), l2=True,
+                            beta=(2 * rng.random((2, 4))).tolist()), residual=dict(norm="none")), {}),
+            ("linear with a checkpoint's convolution, L2 norm and gated norm", tracer.from_arrays(
+                r(5, 4), list(r(2, 4, 3)), list(r(1, 4, 3)), list(r(1, 4, 2)), linear=dict(
+                    rule="delta", decay=0.5 + rng.random((2, 5)) / 2, beta=2 * rng.random((2, 5)), l2=True,
+                    conv=dict(q=r(2, 3, 3), k=r(1, 3, 3), v=r(1, 2, 3)),
+                    norm=dict(w_z=r(2, 4, 2), gain=r(2), eps=1e-6, act="silu"))), {}),
+            ("output gate with a bias, two heads, residual", tracer.from_arrays(
+                r(3, 4), list(r(2, 4, 2)), list(r(2, 4, 2)), list(r(2, 4, 2)), o=r(4, 4), gate=list(r(2, 4, 2)),
+                b_gate=list(r(2, 2)), mask="causal", residual=dict(norm="none")), {}),
+            ("linear decay, by-hand", tracer.from_arrays(r(3, 4), r(4, 2), r(4, 2), r(4, 2), linear=dict(rule="decay", decay=0.5)),
+             dict(arithmetic="by-hand")),
             ("values normed, grouped", values, {}),
             ("weightless QK-norm after the rotation, chunked", dense, {}),
             ("QK-norm over all heads, by-hand, columns", sc, dict(arithmetic="by-hand", layout="columns")),
@@ -192,6 +210,9 @@ def test_every_cell_ends_on_its_value_and_sources_reproduce_it(label, scenario, 
                 else:
                     assert float(value) == pytest.approx(float(a[r, c]), rel=rtol, abs=rtol if isinstance(value, Fraction) else 1e-300), text
                 check_sources(trace, step, r, c)
+    if trace.scenario.linear is not None:   # a linear layer: a state where the others have scores and weights
+        assert {"x", "q", "k", "v", "decay", "state", "o", "implicit", "z"} <= kinds
+        return
     standard = {"scaled", "weights"} if not trace.arithmetic.online else {"max", "sums", "acc"}
     projections = {"q_nope", "k_nope"} if trace.scenario.mla is not None else {"q", "k"}
     assert {"x", "v", "scores", "z"} | projections | standard <= kinds
@@ -218,7 +239,7 @@ def check_sources(trace, step, r: int, c: int) -> None:
     elif step.kind == "concat":  # one cell of the head it came from
         (sid,) = src
         head = c // trace.scenario.d_v if trace.layout == 'rows' else r // trace.scenario.d_v
-        assert sid == parse(step.id).with_kind("z", head)
+        assert sid == parse(step.id).with_kind("gated" if trace.scenario.w_gate is not None else "z", head)
         got = pick(sid)[0]
     elif (step.kind == "masked" and value > -math.inf) or (step.kind == "scaled" and trace.arithmetic.scale == "none"):
         got = pick(step.inputs[0])[0]

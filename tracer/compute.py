@@ -15,8 +15,8 @@ from .ids import step_id
 from .kernels import pool
 from .kernels import matmul
 from .projections import key_values, latest, project_one, projections, textbook
-from .masks import kernel_mask, mask_matrix
-from .mechanisms import out_norm, qk_norm
+from .masks import kernel_mask, mask_kind, mask_matrix
+from .mechanisms import out_norm, output_gate, qk_norm
 from .mechanisms.q_temp import steps as q_temp
 from .mechanisms.rotary import frequencies
 from .mechanisms.rotary.rotation import rotate_one
@@ -207,6 +207,9 @@ def _stage_head(run, h: int, K) -> tuple[dict, bool]:
         return _latent_head(run, h, K, ids, allowed)
     kv = key_values(run, h, K)
     got = {"q": project_one(K, run.held(run.step(ids["q"]).inputs[0]), sc.w_q[h], None if sc.b_q is None else sc.b_q[h], dt)}
+    if sc.linear is not None:                                        # linear attention: a state, no scores
+        from .mechanisms.linear import compute as linear
+        return linear.head(run, h, got["q"], kv, ids)
     if sc.q_norm is not None and not sc.qk_norm_after_rope:         # QK-norm
         got["q_norm"] = qk_norm.normed_one(K, run, "q", h, got["q"])
     if sc.rope is not None:                                          # rotary positions
@@ -223,6 +226,8 @@ def _stage_head(run, h: int, K) -> tuple[dict, bool]:
         return out, bool(np.isfinite(out[step_id("z", h)]).all())
     *arrays, finite = K.attend(q, k, kv[latest(kv, "value")], allowed, _bias(run, h), _rule(run, h))
     out.update({ids[kind]: arr for kind, arr in zip(_ATTEND, arrays) if kind in ids})
+    if sc.w_gate is not None:                                        # the output gate
+        out.update(output_gate.head(run, h, ids, out[ids["z"]]))
     return out, finite
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import mechanisms
 from .errors import ScenarioError
-from .given_inputs import display_name, given, plus_zero
+from .given_inputs import GIVEN_KINDS, display_name, given, plus_zero
 from .labels import axis_labels, axis_title, step_labels  # axis_labels also imported from here by tracer.figures
 from .printing import DECIMALS_NOTE, fractions_for, is_decimal, table_writer, tolerance
 from .writing import atomic_path, refuse_an_input, room, selected_steps, spreadsheet_text  # noqa: F401  (also the CLI's)
@@ -225,7 +225,7 @@ def _write_md(trace, steps, tmp: Path, blank: bool) -> None:
     for step in steps:
         a = trace[step.id]
         rows, cols = step_labels(trace, step)
-        empty = blank and step.id not in ("x", "context")
+        empty = blank and step.kind not in GIVEN_KINDS
         cells = [["" if empty else text for text in row] for row in _cells(a, fractions, tol)]
         ra, ca = (axis_title(axis, step.kind) for axis in step.axes)
         out += [f"## `{step.id}` — {_md_text(step.title)}", "", f"`{step.formula}`  ({ra} × {ca})", "",

@@ -10,6 +10,8 @@ from . import mechanisms
 AXES = {"q": ("d_model", "d_k"), "k": ("d_model", "d_k"), "v": ("d_model", "d_v"),
         "v_down": ("d_model", "rank"), "v_up": ("rank", "d_v"), "o": ("d_v", "d_out")}
 BIASES = {"bq": ("q", "d_k"), "bk": ("k", "d_k"), "bv": ("v", "d_v"), "bo": ("o", "d_out")}
+GIVEN_KINDS = ("x", "context", "decay", "beta")   # steps a sheet gives filled in: the inputs, and a linear
+#                                                  layer's α and β (its [linear] section's numbers)
 
 
 def given(trace) -> list[tuple[str, tuple[str, str], np.ndarray]]:

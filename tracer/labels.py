@@ -35,6 +35,9 @@ def axis_labels(trace, axis: str, size: int, start: int = 0, width: int | None =
         names, first = distinct(trace.scenario.tokens)[start:], start
     elif axis == "one":
         return ["Σ"]
+    elif axis == "token·d_k":   # a linear layer's states, stacked: row t·d_k + i is row i of token t's state
+        d_k = trace.scenario.d_k   # from token `start` on (a decoded token's state: its d_k rows)
+        names, first = [f"{name}·{i}" for name in distinct(trace.scenario.tokens)[start:] for i in range(d_k)][:size], 0
     elif axis == "d_model" and trace.scenario.features:
         names, first = list(trace.scenario.features), 0
     elif axis == "d_v" and getattr(trace.scenario, "value_features", None):
@@ -69,7 +72,7 @@ def token_name(names: list[str], index: int) -> str:
 
 
 AXIS_TITLES = {"one": "sum"}   # the one-wide axis of the sums, named for a reader
-ONE_WIDE = {"max": "max", "rescale": "rescale", "freqs": "θ", "sink": "sink"}   # one-wide steps (by kind) that hold no sum
+ONE_WIDE = {"max": "max", "rescale": "rescale", "freqs": "θ", "sink": "sink", "decay": "α", "beta": "β"}   # one-wide steps (by kind) that hold no sum
 
 
 def axis_title(axis: str, kind: str | None = None) -> str:

@@ -220,7 +220,7 @@ class Trace:
         self._record(arrays)
         for h in bad:
             overflow(self, [s for s in self.steps if s.head == h])
-        if self.arithmetic.normalize == "softmax":
+        if self.arithmetic.normalize == "softmax" and self.scenario.linear is None:   # a linear layer has no powers
             for h in heads:
                 underflow(self, h, self.rows(self._ids[h]["sums"]))
 
@@ -239,12 +239,12 @@ class Trace:
                 while len(self._resident) > memory.RESIDENT_HEADS:
                     old, _ = self._resident.popitem(last=False)
                     self._done.discard(old)
-                    for s in self.steps:  # keep the small z: the tail needs every head's
-                        if s.head == old and s.kind != "z":
+                    for s in self.steps:  # keep the small z (gated): the tail needs every head's
+                        if s.head == old and s.kind not in ("z", "gated"):
                             self._data.pop(s.id, None)
         elif h in self._resident:
             self._resident.move_to_end(h, last=True)
-        return self.rows(ids["z"])
+        return self.rows(ids.get("gated", ids["z"]))
 
     def _decode(self, sid: str | None = None) -> None:
         """A [decode] run: everything at once the first time (prefill, then token by token); a
@@ -252,7 +252,9 @@ class Trace:
         if self._decoded is None:
             from . import decode
             from .mechanisms.latent import compute as latent   # under latent attention the cache is c_kv and k_pe
-            compute_ = latent.decode if self.scenario.mla is not None else decode.compute
+            from .mechanisms.linear import decode as linear   # under linear attention the cache is the state
+            compute_ = latent.decode if self.scenario.mla is not None else \
+                linear.decode if self.scenario.linear is not None else decode.compute
             arrays, self._decoded, finite = compute_(self, run)   # run: the prefill's trace
             self._record(arrays)
             if not finite:

@@ -79,6 +79,9 @@ def cmd_show(args) -> int:
     lesson = lesson_text(sc.description)
     if lesson:  # what to look at in these tables
         print(lesson + "\n")
+    if sc.linear is not None:   # what a linear layer keeps against a softmax layer's cache (CONTRACT §16)
+        from tracer.mechanisms.linear import keeps
+        print(f"keeps: {keeps(sc).sentence(sc.n)}\n")
     if args.given:
         from tracer.given_inputs import given
         for n, (name, axes, a) in enumerate(given(trace)):

@@ -26,16 +26,19 @@ LAYERS = {"qk_norm": dict(q_norm=[1.0, 2.0], k_norm=[1.0, 1.0]), "softcap": dict
           "v_norm": dict(v_norm=True),
           "indexer": dict(sparse=dict(topk=1), index_q=[[1.0], [1.0]], index_k=[[1.0], [0.0]]),
           "q_temp": dict(rope=dict(dims=0, temperature=dict(scale=1.0, floor=1))),
-          "kv_sharing": dict(shared_kv=dict(source="layer A", x=X))}
+          "kv_sharing": dict(shared_kv=dict(source="layer A", x=X)),
+          "output_gate": dict(gate=EYE), "linear": dict(linear=dict(rule="delta", beta=0.5))}
 # what a run of each does on each path, as the modules' docstrings and the README say
 ONLINE = {"qk_norm": True, "softcap": False, "alibi": False, "sinks": False, "score_bias": False, "out_norm": True,
-          "rotary": True, "latent": False, "v_norm": True, "indexer": False, "q_temp": True, "kv_sharing": True}
+          "rotary": True, "latent": False, "v_norm": True, "indexer": False, "q_temp": True, "kv_sharing": True,
+          "output_gate": False, "linear": False}
 DECODE = {"qk_norm": False, "softcap": False, "alibi": False, "sinks": False, "score_bias": False,
           "out_norm": False, "rotary": True, "latent": True, "v_norm": False, "indexer": False, "q_temp": False,
-          "kv_sharing": False}
+          "kv_sharing": False, "output_gate": False, "linear": True}
 LABELS = {"qk_norm": "weights.q_norm", "softcap": "softcap", "alibi": "alibi", "sinks": "weights.sinks",
           "score_bias": "score_bias", "out_norm": "out_norm", "rotary": "rope", "latent": r"\[mla\]",
-          "v_norm": "weights.v_norm", "indexer": r"\[sparse\]", "q_temp": r"rope\.temperature", "kv_sharing": "shared_kv"}
+          "v_norm": "weights.v_norm", "indexer": r"\[sparse\]", "q_temp": r"rope\.temperature", "kv_sharing": "shared_kv",
+          "output_gate": "weights.gate", "linear": r"\[linear\]"}
 
 
 def layer(name: str, **keys) -> tracer.Scenario:

@@ -178,8 +178,10 @@ def undefined(scenario) -> bool:
 
 def weights_key(trace) -> bytes:
     """What two students must not share: every head's attention weights (the online algorithm
-    forms none: its blocks' powers then; a key of nothing would let no second student be)."""
-    kind = "weights" if any(s.kind == "weights" for s in trace.steps) else "powers"
+    forms none: its blocks' powers then; a linear layer its implicit weights; a key of nothing would
+    let no second student be)."""
+    kinds = {s.kind for s in trace.steps}
+    kind = next(k for k in ("weights", "implicit", "powers") if k in kinds)
     return b"".join(np.ascontiguousarray(trace[s.id]).tobytes() for s in trace.steps if s.kind == kind)
 
 

@@ -74,8 +74,9 @@ def builder(trace, chosen, kind: str, blank: bool):
 
 
 def default_weights(trace, most: int) -> list:
-    """The attention weights of the first `most` heads."""
-    return [trace.step(step_id("weights", h)) for h in range(min(trace.scenario.heads, most))]
+    """The attention weights of the first `most` heads (a linear layer's: the implicit weights)."""
+    kind = "weights" if step_id("weights", 0) in trace else "implicit"
+    return [trace.step(step_id(kind, h)) for h in range(min(trace.scenario.heads, most))]
 
 
 def describe(trace, steps=None, kind: str = "heatmap") -> str:

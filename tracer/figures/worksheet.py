@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ScenarioError
+from ..given_inputs import GIVEN_KINDS
 from ..given_inputs import factor as given_factor
 from ..ids import parse
 from ..labels import short
@@ -74,14 +75,15 @@ def pairs(trace, steps, blank: bool) -> list[tuple[Panel, Panel | None]]:
     output (a class's sheet has it)."""
     out = []
     for step in steps:
-        main = make_panel(trace, _caption(step), trace[step.id], step.axes, step.kind == "x", blank,
+        main = make_panel(trace, _caption(step), trace[step.id], step.axes, step.kind in GIVEN_KINDS, blank,
                           step_names(trace, step))
         factor, given_w = None, given_factor(trace, step)
         if given_w is not None:
             factor = make_panel(trace, f"{given_w[0]} (given)", given_w[1], ("", ""), True, blank)
         elif step.kind in ("scores", "absorbed"):  # Kᵀ, beside the queries it meets
             factor = _keys(trace, step, blank)
-        elif step.kind == "z":       # V, beside the weights that mix it
+        elif step.kind == "z" and len(step.inputs) > 1:   # V, beside the weights that mix it (a linear
+            #                                                  layer's z reads its o alone)
             v = trace.step(step.inputs[1])
             factor = make_panel(trace, "V", trace[v.id], v.axes, False, blank)
         out.append((main, factor))

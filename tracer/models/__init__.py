@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import ScenarioError
+from . import hybrid_layer
 from .blocks import prefix
 from .config import parse
 from .families import FAMILIES
@@ -45,6 +46,8 @@ def from_transformers(model, tokenizer, text: str, layer: int, *, heads=None):
     tensors = StateTensors(saved_state(model))
     if traced.handles(data):   # the dense families of 2026: their own forward (dense2026/)
         return _dense2026(model, tokenizer, text, layer, heads, data, tensors)
+    if hybrid_layer.is_hybrid(data):   # linear attention beside softmax layers (CONTRACT §16)
+        return _hybrid_in_memory(model, data, tensors, tokenizer, text, layer, heads)
     try:
         cfg = parse(data, tensors.names)
     except ScenarioError as err:
@@ -79,6 +82,21 @@ def _dense2026(model, tokenizer, text: str, layer: int, heads, data: dict, tenso
         arrays = keep_heads(arrays, heads)
     scenario = from_arrays(**arrays)
     scenario.model = dense2026_described(data, None, text, layer, heads)
+    return scenario
+
+
+def _hybrid_in_memory(model, data: dict, tensors, tokenizer, text: str, layer: int, heads):
+    """from_transformers() of a hybrid family's model (hybrid_layer.py)."""
+    from ..scenario import from_arrays
+    cfg = hybrid_layer.hybrid_of(data)
+    hybrid_layer.check(cfg, layer)
+    ids, pieces = encode_with(backend(tokenizer), text, 1 << 20, WHERE, "tokenizer")
+    name = str(getattr(model.config, "name_or_path", "") or cfg.model_type)
+    label = name.rstrip("/").rsplit("/", 1)[-1] or cfg.model_type
+    arrays = hybrid_layer.traced(tensors, cfg, ids, pieces, layer, label,
+                                 f"the {cfg.model_type} model {name!r} (in memory) on the text {text!r}")
+    scenario = from_arrays(**(arrays if heads is None else keep_heads(arrays, heads)))
+    scenario.model = hybrid_layer.described(cfg, None, text, layer, heads)
     return scenario
 
 

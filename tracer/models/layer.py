@@ -11,7 +11,7 @@ from .. import memory
 from ..checks import kind, unknown
 from ..errors import ScenarioError
 from ..mechanisms import MECHANISMS
-from . import deepseek, dsa_layer
+from . import deepseek, dsa_layer, hybrid_layer
 from .blocks import block, check_all, embed, embed_norm
 from .config import Config, config_json, config_of, read_config
 from .forward import run_block
@@ -33,6 +33,9 @@ def layer_arrays(path, text: str, layer: int, *, base: Path | None = None) -> di
     block at a time (each is let go once applied)."""
     folder = find_checkpoint(path, base)
     data = config_json(folder)
+    if hybrid_layer.is_hybrid(data):   # linear attention beside softmax layers (CONTRACT §16)
+        return hybrid_layer.layer_arrays(folder, data, text, layer, Path(os.fspath(path)).name or folder.name,
+                                         f"the {data['model_type']} checkpoint {os.fspath(path)!r} on the text {text!r}")
     tensors = Tensors(folder)
     if traced.handles(data):   # the dense families of 2026: their own forward (models/dense2026)
         return _dense2026(folder, data, tensors, text, layer, Path(os.fspath(path)).name or folder.name)
@@ -187,7 +190,7 @@ def keep_heads(arrays: dict, heads) -> dict:
     # the tracer gives kept head i the group i // (H'/G'): right when the heads come in group
     # order and every kept group keeps as many heads; otherwise each head gets its own copy
     pick = kept if group == sorted(group) and len({group.count(g) for g in kept}) == 1 else group
-    width = arrays["q"][0].shape[1]
+    width = arrays["v"][0].shape[1]   # W_O's rows: d_v a head (a linear layer's d_v is not its d_k)
     rows = [r for h in heads for r in range(h * width, (h + 1) * width)]
     out = dict(arrays, q=[arrays["q"][h] for h in heads], k=[arrays["k"][g] for g in pick],
                v=[arrays["v"][g] for g in pick], o=arrays["o"][rows])
@@ -197,8 +200,21 @@ def keep_heads(arrays: dict, heads) -> dict:
         if arrays.get(key) is not None:
             chosen = [arrays[key][i] for i in (heads if scope == "head" else pick)]
             out[key] = np.array(chosen) if isinstance(arrays[key], np.ndarray) else chosen
+    if arrays.get("linear") is not None:   # a hybrid's linear layer: its per-head α, β, kernels and gates
+        out["linear"] = linear_heads(arrays["linear"], heads)
     out["title"] += f" (heads {', '.join(map(str, heads))})"
     return out
+
+
+def linear_heads(linear: dict, heads: list[int]) -> dict:
+    """[linear]'s arrays of a checkpoint's layer for the kept heads only (its q and k are per head)."""
+    pick = lambda a: None if a is None else np.asarray(a)[heads]   # noqa: E731
+    out = dict(linear, decay=pick(linear["decay"]), beta=pick(linear.get("beta")))
+    if linear.get("conv") is not None:
+        out["conv"] = {key: pick(a) for key, a in linear["conv"].items()}
+    if linear.get("norm") is not None:
+        out["norm"] = dict(linear["norm"], w_z=pick(linear["norm"]["w_z"]))
+    return {key: value for key, value in out.items() if value is not None}
 
 
 def section_arrays(data: dict, source: str) -> dict:
@@ -229,6 +245,8 @@ def origin(path, text: str, layer: int, heads=None, base: Path | None = None) ->
     data = config_json(folder)
     if traced.handles(data):   # the dense families of 2026
         return dense2026_described(data, str(folder), text, layer, heads)
+    if hybrid_layer.is_hybrid(data):
+        return hybrid_layer.described(hybrid_layer.hybrid_of(data), str(folder), text, layer, heads)
     return described(read_config(folder), str(folder), text, layer, heads)
 
 

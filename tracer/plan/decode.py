@@ -59,7 +59,7 @@ def _token(ctx: Context, t: int, formulas: dict) -> list[Step]:
     dims, cols, steps = ctx.dims, ctx.columns, []
     per = dims.heads // dims.kv_heads
     size = dict(token=1, query=1, key=t + 1, d_k=dims.d_k, d_v=dims.d_v, one=1, d_out=dims.d_out, d_model=dims.d_model,
-                **latent_axes(dims))
+                **latent_axes(dims), **{"token·d_k": dims.d_k})
 
     def add(kind, inputs, head=None, group=None, width=None, formula=None):
         axes = KINDS[kind].axes(ctx) if callable(KINDS[kind].axes) else KINDS[kind].axes
@@ -69,13 +69,18 @@ def _token(ctx: Context, t: int, formulas: dict) -> list[Step]:
         starts = (0 if axes[0] == "key" else t, 0)
         if cols:
             axes, shape, starts = axes[::-1], shape[::-1], starts[::-1]
-        sid = step_id(kind, head, group=group, token=t)
-        steps.append(Step(sid, kind, head, formula or formulas[kind], tuple(inputs), tuple(axes), tuple(shape), group,
-                          starts=tuple(starts), about=KINDS[kind].why_in(ctx)))
+        word = KINDS[kind].word   # the kind as ids write it (a linear layer's z is `linear_z` in the registry)
+        sid = step_id(word, head, group=group, token=t)
+        steps.append(Step(sid, word, head, formula or formulas[kind], tuple(inputs), tuple(axes), tuple(shape), group,
+                          key="" if word == kind else kind, starts=tuple(starts), about=KINDS[kind].why_in(ctx)))
         return sid
 
     if dims.latent:
         _latent_token(ctx, t, add)
+        return steps
+    if dims.of("linear") is not None:   # the state carried from token to token (mechanisms/linear)
+        from ..mechanisms.linear.decode import plan_token
+        plan_token(ctx, t, add, _layer)
         return steps
 
     def cache(kind, g):

@@ -104,8 +104,9 @@ def build(data: dict, default_name: str = "scenario", source: str | None = None)
     if not name.strip(" .") or any(c in name for c in "/\\"):
         raise ScenarioError("name", f"expected a name without / or \\ (it names exported files), got {kind(name)}")
     m = n if context is None else context.shape[0]
-    # decoding is causal, and so is an indexer: a [decode] or [sparse] section alone implies the mask
-    mask = read_mask(data.get("mask", "causal" if "decode" in data or "sparse" in data else "none"), n, layout, m)
+    # decoding is causal, and so are an indexer and a linear layer: a [decode], [sparse] or [linear] section
+    # alone implies the mask
+    mask = read_mask(data.get("mask", "causal" if {"decode", "sparse", "linear"} & set(data) else "none"), n, layout, m)
     scenario = Scenario(
         name=name, layout=layout, tokens=labels(data.get("tokens", [f"t{i + 1}" for i in range(n)]), n),
         x=x, mask=mask,
@@ -235,7 +236,8 @@ def from_arrays(x, q=None, k=None, v=None, o=None, *, layout: str = "rows", mask
                 alibi=None, out_norm: dict | None = None, defaults: dict | None = None, sinks=None,
                 mla: dict | None = None, score_bias=None, v_norm: bool | None = None,
                 sparse: dict | None = None, index_q=None, index_k=None, index_w=None,
-                qk_norm_after_rope: bool | None = None, shared_kv: dict | None = None) -> Scenario:
+                qk_norm_after_rope: bool | None = None, shared_kv: dict | None = None,
+                linear: dict | None = None, gate=None, b_gate=None) -> Scenario:
     """A scenario from your own matrices (e.g. weights taken from a real model): the same
     layouts, shapes and checks as a scenario file; q may be one matrix or one per head, k and v one
     per head or one per group (grouped-query), v = "k" reuses the keys; biases and QK-norm's gains

@@ -75,6 +75,9 @@ class Scenario:
     sparse: dict | None = None            # the lightning indexer (mechanisms/indexer/reader.py): topk, scale, its
     #                                       weights or a checkpoint's given parts or a shared choice; the choice
     #                                       hides the other keys from every head
+    w_gate: np.ndarray | None = None      # heads × d_model × d_v: the output gate's W_G (mechanisms/output_gate.py)
+    b_gate: np.ndarray | None = None      # heads × d_v: its bias
+    linear: dict | None = None            # [linear]: {rule, alpha heads×n×(1|d_k), beta heads×n | None, l2} (mechanisms/linear)
 
     def __repr__(self) -> str:
         from ..notebook import scenario_repr

@@ -2,7 +2,6 @@
 residual connection with its norm."""
 from __future__ import annotations
 
-from ..ids import parse
 from . import online
 from .base import Kind, register
 from .cell import whole_row
@@ -35,6 +34,7 @@ register(Kind(
     explain=_z_explain, sources=_z_sources,
     inputs=lambda ctx, h: (online.z_inputs(ctx, h) if ctx.arithmetic.online
                            else [ctx.sid("weights", h), ctx.latest(h, "value", "z")]),
+    present=lambda ctx: ctx.dims.of("linear") is None,   # a linear layer's z: mechanisms/linear/steps.py
     tip="multiply each value by its weight, then add the products"))
 
 
@@ -42,14 +42,19 @@ def _head_of(cell) -> tuple[int, int]:
     return divmod(cell.j, cell.scenario.d_v)
 
 
+def head_output(ctx, h: int) -> str:
+    """What concat joins of head h: its z, or z ⊙ gate under an output gate (mechanisms/output_gate.py)."""
+    return ctx.sid("gated" if ctx.has("gated") else "z", h)
+
+
 def _concat_explain(cell) -> str:
     h, c = _head_of(cell)
-    return f"= {parse(cell.step.id).with_kind('z', h)}[{cell.token(cell.at)}, {c}] = {cell.f(cell.value)}"
+    return f"= {cell.step.inputs[h]}[{cell.token(cell.at)}, {c}] = {cell.f(cell.value)}"
 
 
 def _concat_sources(cell) -> dict:
     h, c = _head_of(cell)
-    return {parse(cell.step.id).with_kind("z", h): [(cell.i, c)]}
+    return {cell.step.inputs[h]: [(cell.i, c)]}
 
 
 register(Kind(
@@ -58,12 +63,12 @@ register(Kind(
     "different relation (who did what, what refers to what); their outputs are joined.",
     formula=lambda ctx: f"the {ctx.dims.heads} heads' Z {'stacked' if ctx.columns else 'side by side'}",
     explain=_concat_explain, sources=_concat_sources,
-    inputs=lambda ctx, h: [ctx.sid("z", g) for g in range(ctx.dims.heads)],
+    inputs=lambda ctx, h: [head_output(ctx, g) for g in range(ctx.dims.heads)],
     present=lambda ctx: ctx.dims.heads > 1, width=lambda d: d.heads * d.d_v))
 
 
 def last_head_output(ctx) -> str:
-    return ctx.sid("concat") if ctx.has("concat") else ctx.sid("z", 0)
+    return ctx.sid("concat") if ctx.has("concat") else head_output(ctx, 0)
 
 
 def _out_formula(ctx) -> str:

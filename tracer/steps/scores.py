@@ -7,8 +7,9 @@ from .base import Kind, register, said
 
 
 def standard(ctx) -> bool:
-    """The n × n steps exist only under the standard algorithm (online never forms them)."""
-    return not ctx.arithmetic.online
+    """The n × n steps exist only under the standard algorithm (online never forms them), and never
+    in a linear layer (it keeps a state instead: mechanisms/linear)."""
+    return not ctx.arithmetic.online and ctx.dims.of("linear") is None
 
 
 def _scores_explain(cell) -> str:

@@ -38,6 +38,7 @@ class HeadsScreen(Screen[tuple | None]):
         super().__init__()
         self.per_layer, self.head, self.layer_at = list(layers), head, layer
         self.scenario_name = self.trace.scenario.name
+        self._implicit = False   # the layer on view is linear: its tiles are the implicit weights
 
     @property
     def trace(self):
@@ -70,7 +71,8 @@ class HeadsScreen(Screen[tuple | None]):
 
     def _title(self, note: str = "") -> None:
         label, heads = self.per_layer[self.layer_at][0], len(self.query(MiniHeat))
-        text = f"{self.scenario_name} │ {label} │ {heads} heads' attention weights"
+        what = "implicit weights (linear: A with o = A·v)" if self._implicit else "attention weights"
+        text = f"{self.scenario_name} │ {label} │ {heads} heads' {what}"
         self.query_one("#heads-title", Static).update(text + (f" │ {note}" if note else "")
                                                       + "\nenter: open the head · arrows: pick · esc: back")
 
@@ -83,8 +85,9 @@ class HeadsScreen(Screen[tuple | None]):
         except Exception as err:  # noqa: BLE001 (a layer that cannot be built: said, not a crash)
             self.app.call_from_thread(self._title, f"cannot build this layer: {str(err).splitlines()[0]}")
             return
+        self._implicit = step_id("weights", 0) not in trace   # a linear layer: the weights it implies
         for h in range(min(trace.heads, len(self.query(MiniHeat)))):
-            sid = step_id("weights", h)
+            sid = step_id("implicit" if self._implicit else "weights", h)
             weights = trace[sid]
             if get_current_worker().is_cancelled:
                 return

@@ -8,6 +8,7 @@ from textual.containers import Vertical
 from textual.geometry import Size
 
 from ..widgets.cell_info import CellInfo
+from ..widgets.state import StatePanel
 from ..widgets.matrix import MatrixView
 
 SIDE_MIN = 24    # narrower than this, a column of sources beside the step shows too little: stack instead
@@ -144,6 +145,9 @@ class FitMixin:
         views = [v for v in self.query("#inputs MatrixView").results(MatrixView) if v.display]
         width = work.size.width
         story = self.query_one(CellInfo).get_content_height(work.size, work.size, max(1, width - 3))
+        state = self.query_one(StatePanel)
+        if state.display:   # a linear layer's state, under the story: room for it too
+            story += state.get_content_height(work.size, work.size, max(1, width - 3))
         plan = arrange(width, work.size.height, current.natural(), [v.natural() for v in views], story + 1,
                        [v.natural(tight=True) for v in views])
         matrices.set_classes(f"-{plan.mode}")

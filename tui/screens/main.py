@@ -20,6 +20,7 @@ from ..session import (Session, axis_labels, scenario_label, carry_cell, cell_na
                        other_head_panel, summary)
 from ..widgets.answer import AnswerLine
 from ..widgets.cell_info import CellInfo
+from ..widgets.state import StatePanel
 from ..widgets.fit import KeyBar
 from ..widgets.heat import measure_ahead
 from ..widgets.matrix import MatrixView
@@ -98,6 +99,7 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
                 yield Worksheet(id="sheet")
                 with VerticalScroll(id="info"):
                     yield CellInfo(id="cell")   # first: the cell's explanation is never scrolled away
+                    yield StatePanel(id="state")   # a linear layer's state for the token under the cursor
                     yield Progress(id="progress")
                     yield StepInfo(id="about")
         yield AnswerLine(id="answer")
@@ -203,6 +205,9 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
             kept = kept_words(trace, step, *self.cell)   # a lightning indexer's choice for the cursor's query
             if kept:
                 self.query_one(StatusBar).say(kept)
+            self.query_one(StatePanel).show_for(trace, step, *self.cell)
+        else:   # a quiz: the state would give the answers away
+            self.query_one(StatePanel).display = False
         if redrawn:
             self.fit()
 

@@ -15,7 +15,7 @@ from textual.widgets import Static
 from tracer.model_view import tiles
 
 WIDTH, HEIGHT = 16, 16            # cells drawn at most: 16 × 8 characters
-LOW, HIGH = (38, 44, 58), (230, 135, 20)
+LOW, HIGH, NEGATIVE = (38, 44, 58), (230, 135, 20), (40, 120, 230)
 
 
 def shrink(a: np.ndarray, rows: int = HEIGHT, cols: int = WIDTH) -> np.ndarray:
@@ -26,6 +26,14 @@ def shrink(a: np.ndarray, rows: int = HEIGHT, cols: int = WIDTH) -> np.ndarray:
 def _colour(t: float) -> Color:
     t = min(max(t, 0.0), 1.0) if math.isfinite(t) else 0.0
     return Color.from_rgb(*(round(a + (b - a) * t) for a, b in zip(LOW, HIGH)))
+
+
+def _diverging(t: float) -> Color:
+    """−1 … 1: blue below 0, the usual ramp above (a negative weight shows)."""
+    if not math.isfinite(t) or t >= 0:
+        return _colour(t)
+    t = min(-t, 1.0)
+    return Color.from_rgb(*(round(a + (b - a) * t) for a, b in zip(LOW, NEGATIVE)))
 
 
 class MiniHeat(Static, can_focus=True):
@@ -47,6 +55,10 @@ class MiniHeat(Static, can_focus=True):
         where a whole block of them is; `note` after the axes (`top-2`)."""
         self.border_subtitle = f"↓ {axes[0]} · {axes[1]} →" + (f" {note}" if note else "")
         small = shrink(weights)
+        if small.size and np.nanmin(small) < 0:   # a linear layer's implicit weights: diverging around 0
+            top = np.nanmax(np.abs(small))
+            self.paint(small / top, _diverging)
+            return
         top = small.max() if small.size else 0.0
         small = small / top if top > 0 else small
         if dropped is not None:   # a block's largest "kept" is 0 where every cell of it was dropped

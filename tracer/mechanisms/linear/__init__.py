@@ -20,5 +20,54 @@ formula.py is the arithmetic in plain NumPy (float64, float32, or Python Fractio
 give rational states, outputs and weights); gates.py the pieces around it in a real model (the short
 convolution, the L2 norm, the gated RMS norm, the output gate, the decay and β of a checkpoint);
 footprint.py what a linear layer keeps against a softmax layer's cache. The compiled kernel for
-long inputs is tracer/kernels/linear.py.
+long inputs is tracer/kernels/linear.py. The engine's side: reader.py (the `[linear]` section and what
+it refuses beside it; section.py its keys), steps.py (the steps decay, beta, state, o, implicit, z),
+compute.py (one head's numbers in a trace).
 """
+from __future__ import annotations
+
+from ..declaration import Mechanism
+from . import stages, steps  # noqa: F401  (register their kinds)
+from .reader import read, refuse_arithmetic
+
+
+def _arrays(sc) -> dict:
+    lin = sc.linear
+    return {"linear.decay": lin["alpha"], **({} if lin["beta"] is None else {"linear.beta": lin["beta"]})}
+
+
+def _dims(sc) -> tuple:
+    """(rule, l2, the convolution's width or 0, a gated norm): what a plan depends on."""
+    lin = sc.linear
+    conv = lin.get("conv")
+    return lin["rule"], lin["l2"], 0 if conv is None else conv["q"].shape[-1], lin.get("norm") is not None
+
+
+def _describe(sc) -> dict:
+    lin = sc.linear
+    return dict(rule=lin["rule"], l2=lin["l2"], keeps=keeps(sc)._asdict())
+
+
+def keeps(sc):
+    """What the layer keeps against a softmax layer's cache: a checkpoint's own softmax layers' (its
+    `model` origin says), else one of the same shapes (its key/value heads, d_k)."""
+    from .footprint import Footprint, footprint, kv_per_token
+    if sc.model and sc.model.get("keeps"):
+        return Footprint(**sc.model["keeps"])
+    return footprint(sc.heads, sc.d_k, sc.d_v, kv_per_token(sc.groups, sc.d_k))
+
+
+def _given_words(sc) -> str:
+    lin, words = sc.linear, []
+    for name, key in (("decay α", "alpha"), ("β", "beta")):
+        if lin[key] is not None:
+            words.append(f"the {name} of each token as [linear] gives it")
+    return f"the {lin['rule']} rule; " + " and ".join(words)
+
+
+DECLARATION = Mechanism(
+    "linear", "linear attention", field="linear", label="[linear]", keys=("linear",), read=read,
+    arguments={"linear": "linear"}, dims=_dims, arrays=_arrays,
+    describe=_describe, given_words=_given_words,
+    unfillable=lambda sc: "its q and k are divided by √(Σx²), not small fractions" if sc.linear["l2"] else None,
+    fused=False, online=False, arithmetic=refuse_arithmetic)

@@ -19,7 +19,7 @@ class Footprint(NamedTuple):
         softmax layer's cache grows by 1 024 a token: as many at 512 tokens"."""
         even = int(self.break_even) if float(self.break_even).is_integer() else round(self.break_even, 1)
         text = (f"the state keeps {_grouped(self.state)} numbers whatever the length; a softmax layer's cache "
-                f"grows by {_grouped(self.per_token)} a token: as many at {_grouped(even)} tokens")
+                f"grows by {_grouped(self.per_token)} a token: as many at {_grouped(even)} token{'' if even == 1 else 's'}")
         if tokens is not None:
             text += f" (this text's {tokens}: {_grouped(self.cache(tokens))} in the cache)"
         return text

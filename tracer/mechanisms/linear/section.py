@@ -77,7 +77,10 @@ def _spread(value, heads: int, n: int, width: int, field: str) -> np.ndarray:
 
 
 def _array(value, field: str) -> np.ndarray:
-    """Nested lists of numbers as an array; strings, booleans, tables and ragged lists refused."""
+    """Nested lists of numbers as an array (a checkpoint's arrays as they are); strings, booleans, tables
+    and ragged lists refused."""
+    if isinstance(value, np.ndarray) and value.dtype.kind in "iuf":
+        return value.astype(float)
     def check(item):
         if isinstance(item, list):
             for x in item:

@@ -1,0 +1,116 @@
+"""What a checkpoint's linear layer puts around the recurrence, as stages of the queries, keys and
+values and as its head output: the short causal convolution with its SiLU (`h{h}.q_conv`,
+`h{h}.k_conv`, `h{h}.v_conv`, where `[linear] conv` gives kernels), the L2 norm of q and k
+(`h{h}.q_unit`, `h{h}.k_unit`, where `l2 = true`: each row ÷ √(Σx² + 1e-6), its length, not the root mean
+square of mechanisms/l2_norm), and z as the gated RMS norm RMSNorm(o)·act(x·W_Z)·g (where `[linear]
+norm` gives W_Z, the gain, eps and the activation). The formulas are gates.py's and formula.py's."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...steps.base import Kind, register
+from ...steps.cell import whole_row
+from .formula import L2_EPS, l2norm
+from .gates import causal_conv, gated_rms_norm, sigmoid, silu
+
+_CHAIN = {"q": "query", "k": "key", "v": "value"}
+
+
+def conv_of(sc, which: str, index: int) -> np.ndarray | None:
+    """Head (group) `index`'s kernels of q, k or v: d × K, or None without a convolution."""
+    conv = sc.linear.get("conv")
+    return None if conv is None else conv[which][index]
+
+
+def staged(sc, which: str, index: int, a: np.ndarray) -> dict:
+    """q, k or v of one head (group) through its stages: {kind: array}."""
+    got, dt = {}, a.dtype
+    w = conv_of(sc, which, index)
+    if w is not None:
+        a = got[f"{which}_conv"] = causal_conv(a.astype(np.float64), w).astype(dt)
+    if which != "v" and sc.linear["l2"]:
+        got[f"{which}_unit"] = l2norm(a.astype(np.float64)).astype(dt)
+    return got
+
+
+def gated_z(run, h: int, o: np.ndarray, ids: dict) -> np.ndarray:
+    """z = RMSNorm(o)·g·act(source·W_Z) under a checkpoint's gated norm, else o."""
+    norm = run.scenario.linear.get("norm")
+    if norm is None:
+        return o.copy()
+    source = run.held(run.step(ids["q"]).inputs[0]).astype(np.float64)
+    return gated_rms_norm(o.astype(np.float64), source @ norm["w_z"][h], norm["gain"], norm["eps"],
+                          norm["act"]).astype(o.dtype)
+
+
+# ------------------------------------------------------------------ the stages' steps
+
+def _conv_explain(cell) -> str:
+    which = cell.step.kind[0]
+    index = cell.step.group if cell.step.group is not None else cell.step.head
+    w = conv_of(cell.scenario, which, index)[cell.j]
+    K, t, f = len(w), cell.at, cell.f
+    col = cell.rows(cell.step.inputs[0])[:, cell.j].astype(np.float64)
+    xs = [col[s] if s >= 0 else 0.0 for s in range(t - K + 1, t + 1)]
+    u = float(np.dot(w, xs))
+    terms = " + ".join(f"{f(a)}×{f(b)}" for a, b in zip(w, xs))
+    return (f"= SiLU({terms}) = SiLU({f(u)}) = {f(cell.value)}   (the short convolution over {cell.token(t)} and the "
+            f"{K - 1} tokens before it, channel {cell.j}; before the first token it reads 0)").replace("-", "−")
+
+
+def _width(cell) -> int:
+    index = cell.step.group if cell.step.group is not None else cell.step.head
+    return conv_of(cell.scenario, cell.step.kind[0], index).shape[1]
+
+
+def _l2_explain(cell) -> str:
+    row = cell.rows(cell.step.inputs[0])[cell.i].astype(np.float64)
+    total = float(row @ row)
+    return (f"= {cell.f(row[cell.j])} ÷ √({cell.f(total)} + {L2_EPS:g}) = {cell.f(cell.value)}   (the row's length: "
+            "√ of the sum of squares, not their mean)").replace("-", "−")
+
+
+def _stage(which: str, kind: str, title: str, why: str, formula: str, explain, sources, present, after: str) -> None:
+    scope = "head" if which == "q" else "kv"
+    axes = ("token", "d_v" if which == "v" else "d_k")
+    register(Kind(kind, title, axes, scope, why, formula=lambda ctx: formula, explain=explain, sources=sources,
+                  inputs=lambda ctx, h: [ctx.latest(h, _CHAIN[which], kind)], present=present, chain=_CHAIN[which],
+                  tip="see the formula"), after=after)
+
+
+def _has(part: int):
+    return lambda ctx: bool((ctx.dims.of("linear") or (None, False, 0))[part])
+
+
+_CONV_WHY = ("Before the recurrence a checkpoint's linear layer mixes each channel with the same channel of the few "
+             "tokens before it (a short causal convolution, then SiLU): the only place it sees its neighbours "
+             "directly, since it has no positions.")
+_L2_WHY = ("q and k are divided by their length, so that every key writes into the state with the same strength "
+           "and β alone says how much; a delta-rule write with |k| = 1 and β = 1 replaces what k read exactly.")
+for _which in "qkv":
+    _stage(_which, f"{_which}_conv", {"q": "Queries", "k": "Keys", "v": "Values"}[_which] + ", convolved", _CONV_WHY,
+           f"SiLU(Σ_j w_j ⊙ {_which.upper()}_(t−K+1+j)), per channel", _conv_explain,
+           lambda cell: {cell.step.inputs[0]: [(s, cell.j) for s in range(max(0, cell.i + 1 - _width(cell)), cell.i + 1)]},
+           _has(2), after=_which)
+for _which in "qk":
+    _stage(_which, f"{_which}_unit", ("Queries" if _which == "q" else "Keys") + ", L2-normed", _L2_WHY,
+           f"{_which} ÷ √(Σ{_which}² + 1e-6), per token", _l2_explain,
+           lambda cell: whole_row(cell.step.inputs[0], cell.i, cell.rows(cell.step.inputs[0]).shape[1]),
+           _has(1), after=f"{_which}_conv")
+
+
+def z_explain(cell) -> str:
+    """The z step's story: o as it is, or its gated norm with the numbers."""
+    norm, o_id = cell.scenario.linear.get("norm"), cell.step.inputs[0]
+    o = cell.rows(o_id)[cell.i].astype(np.float64)
+    if norm is None:
+        return f"= o[{cell.token(cell.at)}, {cell.j}] = {cell.f(cell.value)}"
+    src = cell.rows(cell.trace.step(cell.sid("q")).inputs[0])[cell.at].astype(np.float64)
+    u = float(src @ norm["w_z"][cell.step.head][:, cell.j])
+    act = (silu if norm["act"] == "silu" else sigmoid)(np.array(u))
+    rms = float(np.sqrt((o * o).mean() + norm["eps"]))
+    name = "SiLU" if norm["act"] == "silu" else "σ"
+    return (f"= o ÷ RMS(o)·g·{name}(x·W_Z) = {cell.f(o[cell.j])} ÷ {cell.f(rms)} × {cell.f(norm['gain'][cell.j])} × "
+            f"{name}({cell.f(u)}) = {cell.f(o[cell.j])} ÷ {cell.f(rms)} × {cell.f(norm['gain'][cell.j])} × "
+            f"{cell.f(float(act))} = {cell.f(cell.value)}   (the gated norm: RMS over the head's {len(o)} outputs, "
+            "the gate from the token's own x)").replace("-", "−")
