@@ -3,14 +3,16 @@
 The limit of a trace is the fewest GEMM FLOPs its layer needs (the projections, and the score and
 weight products over the causal triangle only: `bench.cases.flops`) at the best GEMM rate reached
 here (a 2048³ float32 matrix product on every thread, PyTorch when installed, else NumPy), plus the
-trace's bytes at the rate memory takes writes: the best of one core's (`fill`) and every core's
-(a numba `prange` fill, PyTorch's `fill_`), each over a buffer touched beforehand. One core cannot
-saturate memory on a many-core machine, so a limit counted with one core's rate is no limit there. The contenders run in turn,
-one of each per round; the figure is the median trace time ÷ the limit. A second limit adds the
-masked half of the score product: the `scores` step records q·k for every pair, masked or not
-(the mask is its own step), so a full trace cannot skip it.
+trace's bytes at the rate memory takes writes: the best of one core's (`fill`) and every core's (a
+numba `prange` fill, PyTorch's `fill_`), each over a buffer touched beforehand. One core cannot
+saturate memory on a many-core machine, so a limit counted with one core's rate is no limit there.
+The contenders run in turn, one of each per round; the figure is the median trace time ÷ the limit.
+A second limit adds the masked half of the score product: the `scores` step records q·k for every
+pair, masked or not (the mask is its own step), so a full trace cannot skip it. The linear twin
+(issue 33's delta rule at GPT-2 small's shapes) counts its recurrence and its implicit weights
+instead of the scores (`linear_flops`).
 
-    python -m bench.limit                 # gpt2_small (standard and online), then 4096 tokens
+    python -m bench.limit                 # gpt2_small (standard and online), its linear twin, 4096 tokens
     python -m bench.limit --case gpt2_small --reps 9
 """
 from __future__ import annotations
@@ -61,6 +63,41 @@ def writers() -> dict:
     return ways
 
 
+def copy_rate(reps: int = 5) -> float:
+    """Bytes a second that memory reads and writes at once (a 256 MiB copy, the best of one core's
+    and numba's threads'): what turning a checkpoint's tensors into float64 arrays streams."""
+    from numba import njit, prange
+
+    @njit(parallel=True)
+    def copy(dst, src):
+        for i in prange(src.size):
+            dst[i] = src[i]
+    src, dst = np.ones(WRITE_BYTES // 4, np.float32), np.zeros(WRITE_BYTES // 4, np.float32)
+    ways = [lambda: np.copyto(dst, src), lambda: copy(dst, src)]
+    best = []
+    for way in ways:
+        way()
+        times = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            way()
+            times.append(time.perf_counter() - start)
+        best.append(min(times))
+    return 2 * WRITE_BYTES / min(best)   # read and written
+
+
+def gemm_rate(reps: int = 5) -> float:
+    """FLOP/s of a 2048³ float32 product on every thread, the best of `reps`."""
+    mm, work = gemm()
+    mm()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        mm()
+        times.append(time.perf_counter() - start)
+    return work / min(times)
+
+
 def cores() -> str:
     import numba
     try:
@@ -71,8 +108,31 @@ def cores() -> str:
     return f"{os.cpu_count()} cores ({threads}numba {numba.get_num_threads()} threads)"
 
 
+def linear_layer(tokens: int = 1024):
+    """GPT-2 small's shapes as a linear layer (issue 33): the delta rule, q and k L2-normed, one decay
+    and one β for every token (the recurrence's cost does not depend on their values)."""
+    from tracer.scenario import build
+    random = dict(seed=2019, tokens=tokens, d_model=768, heads=12, d_k=64, output=True, dtype="float32")
+    return build({"name": "gpt2_linear", "random": random, "defaults": {"dtype": "float32"},
+                  "linear": {"rule": "delta", "decay": 0.9, "beta": 0.5, "l2": True}})
+
+
+def linear_flops(sc) -> float:
+    """The projections and W_O, the recurrence (per token and head: the decay, the prediction Sᵀk,
+    the write and the read Sᵀq, 7·d_k·d_v), and the implicit weights at the cost of one causal score
+    product (a lower bound: the layer never forms them; the trace shows them)."""
+    from .cases import flops
+    n, h = sc.n, sc.heads
+    attention = 2 * h * n * (n + 1) / 2 * (sc.d_k + sc.d_v)
+    return flops(sc, causal=True) - attention + 7 * n * h * sc.d_k * sc.d_v + 2 * h * n * (n + 1) / 2 * sc.d_k
+
+
 def contenders(case: str, algorithm: str):
     from .cases import CASES, flops
+    if case == "gpt2_linear":
+        sc = linear_layer()
+        run = lambda: tracer.run(sc, dtype="float32", lazy=False)   # noqa: E731
+        return run, linear_flops(sc), run().held_bytes(), 0.0
     sc = CASES[case].scenario("float32")
     kw = dict(algorithm="online", block=64) if algorithm == "online" else {}
     run = lambda: tracer.run(sc, dtype="float32", lazy=False, **kw)   # noqa: E731
@@ -120,13 +180,13 @@ def table(rows: list[dict]) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.limit", description=__doc__.split("\n\n")[0])
-    p.add_argument("--case", action="append", choices=["gpt2_small", "gpt2_long"])
+    p.add_argument("--case", action="append", choices=["gpt2_small", "gpt2_long", "gpt2_linear"])
     p.add_argument("--reps", type=int, default=7)
     args = p.parse_args(argv)
     rows = []
-    for case in args.case or ["gpt2_small", "gpt2_long"]:
+    for case in args.case or ["gpt2_small", "gpt2_linear", "gpt2_long"]:
         for algorithm in ("standard", "online") if case == "gpt2_small" else ("standard",):
-            rows.append(measure(case, algorithm, args.reps if case == "gpt2_small" else min(args.reps, 3)))
+            rows.append(measure(case, algorithm, args.reps if case != "gpt2_long" else min(args.reps, 3)))
             gc.collect()
     print(f"# {cores()}\n")
     print(table(rows))

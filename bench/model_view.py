@@ -73,6 +73,35 @@ def probe(way: str, folder: str) -> None:
     print(json.dumps({"seconds": seconds, "peak": _status("VmHWM") - base, "layers": layers}))
 
 
+def forward_flops(folder: Path) -> float:
+    """Multiply-adds × 2 of one forward pass of every layer on TOKENS tokens: the projections, the
+    attended pairs of the causal triangle (scores and weighted sums), the output projection and the
+    MLP (two matrices, three when gated)."""
+    from tracer.models.config import read_config
+    cfg = read_config(folder)
+    n, d, h, g, dh = TOKENS, cfg.d_model, cfg.heads, cfg.groups, cfg.head_dim
+    pairs = n * (n + 1) / 2
+    gated = cfg.activation == "silu"
+    layer = (2 * n * d * dh * (2 * h + 2 * g) + 4 * h * pairs * dh
+             + 2 * n * d * cfg.inner * (3 if gated else 2))
+    return cfg.layers * layer
+
+
+def checkpoint_bytes(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.glob("*.safetensors"))
+
+
+def limit(folder: Path) -> tuple[float, str]:
+    """The model view's own limit (issue 38, goal 6), measured now: every layer's forward FLOPs at
+    the GEMM rate of every thread, plus the checkpoint's bytes streamed once at memory's copy rate."""
+    from .limit import copy_rate, gemm_rate
+    rate, copy = gemm_rate(), copy_rate()
+    work, size = forward_flops(folder), checkpoint_bytes(folder)
+    seconds = work / rate + size / copy
+    return seconds, (f"{work / 1e9:.1f} GFLOP at {rate / 1e9:.0f} GFLOP/s + {size / 2**30:.2f} GiB read at "
+                     f"{copy / 1e9:.1f} GB/s")
+
+
 def measure(kind: str, folder: Path, reps: int) -> list[str]:
     """The table's rows for one checkpoint."""
     print(f"bench.model_view: writing {kind}'s checkpoint …", file=sys.stderr, flush=True)
@@ -83,6 +112,7 @@ def measure(kind: str, folder: Path, reps: int) -> list[str]:
         for way in WAYS:
             print(f"bench.model_view: {kind}, {way} …", file=sys.stderr, flush=True)
             runs[way].append(fresh_probe("bench.model_view", way, str(folder)))
+    bound, how = limit(folder)
     t = {w: statistics.median(r["seconds"] for r in runs[w]) for w in WAYS}
     m = {w: statistics.median(r["peak"] for r in runs[w]) for w in WAYS}
     layers = runs["model view"][0]["layers"]
@@ -91,7 +121,8 @@ def measure(kind: str, folder: Path, reps: int) -> list[str]:
     return [f"| {name}, {layers} layers | {w} | {t[w]:.1f} | {t[w] / t['model view']:.2f} | {gib(m[w])} | "
             f"{m[w] / block:.2f} |" for w in WAYS] + \
         [f"| | one block in float64: {gib(block)}; model view a layer: {t['model view'] / layers:.2f} s "
-         f"(the last layer traced alone: {t['last layer']:.1f} s) | | | | |"]
+         f"(the last layer traced alone: {t['last layer']:.1f} s) | | | | |",
+         f"| | the model view's limit: {bound:.2f} s = {how}; model view ÷ limit {t['model view'] / bound:.1f} | | | | |"]
 
 
 def main(argv: list[str] | None = None) -> int:
