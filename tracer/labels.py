@@ -47,12 +47,13 @@ def axis_labels(trace, axis: str, size: int, start: int = 0, width: int | None =
     return names if width is None else [short(n, i, width) for i, n in enumerate(names, first)]
 
 
-def step_labels(trace, step, width: int | None = None) -> tuple[list[str], list[str]]:
+def step_labels(trace, step, width: int | tuple | None = None) -> tuple[list[str], list[str]]:
     """A step's row and column names: a key block's columns start at its first key, a decoded
     token's row is that token, a running max's one column is `max`, not Σ (a sink's share `sink`);
-    with `width`, each cut to it."""
-    names = (axis_labels(trace, axis, size, start, width)
-             for axis, size, start in zip(step.axes, step.shape, step.starts))
+    with `width` (one for both axes, or the rows' and the columns'), each cut to it."""
+    widths = width if isinstance(width, tuple) else (width, width)
+    names = (axis_labels(trace, axis, size, start, w)
+             for axis, size, start, w in zip(step.axes, step.shape, step.starts, widths))
     word = ONE_WIDE.get(step.kind)
     return tuple([word] if word and axis == "one" else n for axis, n in zip(step.axes, names))
 

@@ -46,3 +46,23 @@ async def test_the_help_says_e_writes_pictures_too():
         await pilot.pause()
         line = next(line for line in screen_text(app).splitlines() if "export the trace" in line)
         assert "svg" in line and "png" in line, line
+
+
+@pilot_test
+async def test_two_long_tokens_cut_alike_stay_apart_in_a_matrix(tmp_path):
+    """Names longer than a matrix's room are cut ending in their index (as tables and pictures do),
+    so tokens that share their first characters do not read as one token on the axes."""
+    import tracer
+    text = (tracer.scenario.files.scenarios_dir() / "by_hand.toml").read_text(encoding="utf-8")
+    long = ["internationalisation", "internationally", "x3", "x4"]
+    path = tmp_path / "long.toml"
+    path.write_text(text.replace('tokens = ["x1", "x2", "x3", "x4"]', f"tokens = {long}".replace("'", '"')),
+                    encoding="utf-8")
+    async with opened(str(path), size=(120, 36)) as (app, pilot):
+        await go_to(pilot, "h0.weights")
+        lines = drawn(app.screen.query_one("#current", MatrixView))
+        rows, cols = [line[0] for line in lines[1:5]], lines[0]
+        for names in (rows, cols):
+            assert len(set(names)) == 4, names                    # internati… twice before
+            assert names[0].endswith("…#0") and names[1].endswith("…#1"), names
+            assert names[2:] == ["x3", "x4"], names

@@ -16,7 +16,7 @@ from tracer.labels import keys_text, step_labels, top_keys
 from tracer.printing import fractions_for, tolerance
 
 from ..widgets.fit import KeyBar
-from ..widgets.matrix import MatrixView
+from ..widgets.matrix import ROOM, MatrixView
 from ..widgets.status import StatusBar
 
 from ..session import Session, cell_name, head_steps
@@ -101,7 +101,7 @@ class DiffScreen(Screen[tuple | None]):
                                             f"B {label_b}")
         changed = self._flags(step)
         flagged = {i for i, _, _ in changed}
-        rows, cols = step_labels(a, step)
+        rows, cols = step_labels(a, step, ROOM)
         rows, cols = _mark(rows, step.axes[0], flagged), _mark(cols, step.axes[1], flagged)
         common = dict(tol=tolerance(a.dtype))
         self.query_one("#side-a", MatrixView).show(a[step.id], rows, cols, title=f"A  {label_a}",

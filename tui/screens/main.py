@@ -23,7 +23,7 @@ from ..widgets.cell_info import CellInfo
 from ..widgets.state import StatePanel
 from ..widgets.fit import KeyBar
 from ..widgets.heat import measure_ahead
-from ..widgets.matrix import MatrixView
+from ..widgets.matrix import ROOM, MatrixView
 from ..widgets.progress import Progress
 from ..widgets.status import StatusBar
 from ..widgets.step_info import StepInfo
@@ -127,7 +127,7 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
         self.cell = carry_cell(cell or self.cell, step.shape, False)
         current = self.query_one("#current", MatrixView)
         axes = " × ".join(axis_title(axis, step.kind) for axis in step.axes)
-        current.show(trace[step_id], *step_labels(trace, step),
+        current.show(trace[step_id], *step_labels(trace, step, ROOM),
                      title=f"{step_id}  {axes}", fractions=self.written_fractions(),
                      tol=self._tol(), cursor=self.cell, hidden=self.hidden(step_id), dimmed=dropped_cells(trace, step))
         if self.sheet:
@@ -194,8 +194,8 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
                 view.reveal(*min(panel.cells, default=(0, 0)))
             else:
                 redrawn = True
-                view.show(panel.array, axis_labels(trace, panel.axes[0], panel.array.shape[0]),
-                          axis_labels(trace, panel.axes[1], panel.array.shape[1]), title=panel.title,
+                view.show(panel.array, axis_labels(trace, panel.axes[0], panel.array.shape[0], width=ROOM[0]),
+                          axis_labels(trace, panel.axes[1], panel.array.shape[1], width=ROOM[1]), title=panel.title,
                           fractions=self.written_fractions(), tol=self._tol(), lit=panel.cells, hidden=hidden)
         where = cell_name(trace, step, *self.cell)
         lit = [p.title.split(" · ")[0] for p in panels]

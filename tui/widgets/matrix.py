@@ -24,6 +24,8 @@ LIT = Style(color="black", bgcolor="#87ff5f", bold=True)
 HIDDEN = Style(color="grey62", bgcolor="grey19")  # a cell still to find: no colour that gives it away
 DIMMED = Style(color="grey50", dim=True)          # a key the lightning indexer dropped (written with a ·)
 MAX_LABEL = 10
+ROOM = (MAX_LABEL, MAX_LABEL - 2)   # the characters a row's and a column's name get: labels are cut to
+#                                     them before they come (labels.short ends a cut one in its index)
 
 
 class MatrixView(ScrollView):

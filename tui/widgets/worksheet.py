@@ -13,7 +13,7 @@ from textual.widgets import Static
 from tracer.given_inputs import factor
 
 from ..session import axis_labels, head_steps, step_labels
-from .matrix import MatrixView
+from .matrix import ROOM, MatrixView
 
 MAX_WIDTH, MAX_HEIGHT = 60, 24   # a panel's largest size on the sheet; larger matrices scroll inside
 
@@ -108,7 +108,8 @@ class Worksheet(ScrollableContainer):
         name, w = factor(trace, step)
         view = MatrixView(classes="ws-weight")
         axes = ("out", "in") if trace.columns else ("in", "out")
-        view.show(w, axis_labels(trace, axes[0], w.shape[0]), axis_labels(trace, axes[1], w.shape[1]), title=name)
+        view.show(w, axis_labels(trace, axes[0], w.shape[0], width=ROOM[0]),
+                  axis_labels(trace, axes[1], w.shape[1], width=ROOM[1]), title=name)
         _fit(view)
         return view
 
@@ -117,7 +118,7 @@ class Worksheet(ScrollableContainer):
         for sid, view in self.views.items():
             step = trace.step(sid)
             hidden, hide_text = masks.get(sid, (None, "?"))
-            view.show(trace[sid], *step_labels(trace, step), title=sid, fractions=fractions, tol=tol,
+            view.show(trace[sid], *step_labels(trace, step, ROOM), title=sid, fractions=fractions, tol=tol,
                       cursor=cell if sid == current else None, hidden=hidden, hide_text=hide_text)
             _fit(view)
         view = self.views.get(current)
