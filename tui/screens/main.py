@@ -62,10 +62,9 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
         Binding("c", "compare", "compare", show=False, tooltip="two heads side by side: the same step of the "
                 "next head beside this one"),
         Binding("m", "heads", "heads", tooltip="heads overview: every head's weights at a glance; enter opens one"),
-        Binding("enter", "why", "why", show=False, tooltip="on idx.scores or idx.selected (a lightning indexer's "
-                "choice): the head's weights at the same query and key"),
         Binding("M", "model", "model", tooltip="model view: every layer and head of the checkpoint, each layer's kind "
                 "and memory, each head's role scores; enter opens one"),
+        Binding("enter", "why", "why", show=False, tooltip="on an indexer's choice (idx.*): the head's weights there"),
         Binding("ctrl+r", "reveal", "reveal", show=False, tooltip="quiz: reveal the cell (counted as revealed)"),
         Binding("tab", "next_hidden", "next ?", show=False, tooltip="quiz: go to the next cell still to find"),
         Binding("g", "picture", "picture", show=False, tooltip="save this step as a picture (SVG) in the current "
