@@ -113,3 +113,15 @@ def test_show_model_names_what_reads_it(v4, capsys):
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert "model_type: 'deepseek_v4' is not traced step by step yet; `attnsim model` shows its layers" in err
+
+
+def test_the_figure_labels_the_entries(v4, tmp_path, capsys):
+    """`export --figure model`: each compressed layer's label counts its entries beside the window."""
+    pytest.importorskip("matplotlib")
+    folder, _, _ = v4
+    svg = tmp_path / "v4.svg"
+    assert main(["export", "--model", str(folder), "--text", TEXT, "--figure", "model", "-o", str(svg)]) == 0
+    assert "the model view of" in capsys.readouterr().out
+    text = svg.read_text()
+    assert "layer 1: compressed 4, top-k 2" in text and "+ 24 every 4 tokens" in text and "+ 16 every 8 tokens" in text
+    assert "layer 0: sliding 4" in text and text.count(" every ") == 2
