@@ -70,7 +70,7 @@ def layers(folder, c, ids: list[int]) -> Iterator[tuple[Kind, Seen]]:
     """(kind, what it saw) for each layer: the weights as DeepSeek V4's forward computes them."""
     t, _, pre = stream.open_checkpoint(folder)
     every = kinds(c)
-    for i, got in enumerate(stream.run(folder, ids, c.layers - 1)):
+    for i, got in enumerate(stream.each_layer(folder, ids, c.layers - 1)):
         qk, ov = _circuits(t, c, pre, i)
         yield every[i], Seen(got["weights"], qk, ov)
 
