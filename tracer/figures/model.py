@@ -39,7 +39,8 @@ def _caption(view) -> str:
 def _label(row) -> str:
     m = row.memory
     return (f"layer {row.layer}: {row.kind}\n{row.heads} q / {row.kv_heads} kv heads\n{m.per_token:,} a token"
-            + (f", last {m.window:,}" if m.window is not None else "") + (f"\nstate {m.state:,}" if m.state else ""))
+            + (f", last {m.window:,}" if m.window is not None else "") + (f"\nstate {m.state:,}" if m.state else "")
+            + (f"\n+ {m.pooled[1]:,} every {m.pooled[0]:,} tokens" if m.pooled else ""))   # compressed entries (V4)
 
 
 def draw(view, Figure):

@@ -24,10 +24,12 @@ class Memory:
     mha_per_token: int
     window: int | None = None
     state: int = 0
+    pooled: tuple[int, int] | None = None   # (m, numbers an entry): one compressed entry every m tokens (DeepSeek V4)
 
     def numbers(self, context: int) -> int:
         """Numbers kept after `context` tokens."""
-        return self.per_token * (context if self.window is None else min(context, self.window)) + self.state
+        entries = 0 if self.pooled is None else context // self.pooled[0] * self.pooled[1]
+        return self.per_token * (context if self.window is None else min(context, self.window)) + self.state + entries
 
     def words(self) -> str:
         """`256 numbers a token`, `…, the last 4,096 tokens`, `a state of … numbers in all`."""
@@ -35,6 +37,8 @@ class Memory:
         if self.per_token or not self.state:
             said.append(f"{self.per_token:,} numbers a token" + (f", the last {self.window:,} tokens"
                                                                   if self.window is not None else ""))
+        if self.pooled is not None:
+            said.append(f"{self.pooled[1]:,} numbers every {self.pooled[0]:,} tokens")
         if self.state:
             said.append(f"a state of {self.state:,} numbers in all")
         return " + ".join(said)

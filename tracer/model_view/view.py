@@ -59,15 +59,16 @@ class ModelView:
 
     def compute(self) -> Iterator[LayerRow]:
         """Streams the checkpoint, appending and yielding each layer's row as it is done."""
-        from . import dense2026
+        from . import dense2026, deepseek_v4
         from .walk import layers
         if self.source is None:
             return
         tensors, cfg = self.source
         found = roles.patterns(self.ids)
         walk = dense2026.layers if isinstance(cfg, dict) else layers   # a dict: a dense 2026 family's config.json
+        walk = deepseek_v4.layers if self.model_type == "deepseek_v4" else walk   # tensors: its folder
         for kind, seen in walk(tensors, cfg, self.ids):
-            scores = roles.scores(seen.matrices, found)
+            scores = roles.scores(seen.matrices[..., :len(self.ids)], found)   # the tokens' keys (V4: entries after)
             small = np.stack([tiles.shrink(a, signed=seen.signed) for a in seen.matrices]).astype(np.float32)
             row = LayerRow(len(self.layers), kind.label, kind.heads, kind.kv_heads, kind.memory, kind.kv_cache,
                            small, seen.signed, scores, seen.qk, seen.ov)
@@ -133,6 +134,8 @@ def open_view(model, text=None, *, context: int | None = None, base=None) -> Mod
     if context is not None and (isinstance(context, bool) or not isinstance(context, int) or context < 1):
         raise ScenarioError("context", f"expected a whole number of tokens ≥ 1, got {what(context)}")
     data = config_json(folder)
+    if data.get("model_type") == "deepseek_v4":   # its own forward: streams, entries (model_view/deepseek_v4.py)
+        return _deepseek_v4(folder, data, text, name, context)
     if traced.handles(data):   # the dense families of 2026: their own forward (model_view/dense2026.py)
         inner, tensors = text_config(data), Tensors(folder)
         ids, pieces = encode(folder, text, inner.get("max_position_embeddings", 1 << 20))
@@ -146,3 +149,15 @@ def open_view(model, text=None, *, context: int | None = None, base=None) -> Mod
     dtype, size = itemsize(tensors, cfg)
     return ModelView(name or os.fspath(folder), cfg.model_type, cfg.layers, pieces, ids,
                      context or len(ids), dtype, size, [], (tensors, cfg))
+
+
+def _deepseek_v4(folder, data: dict, text: str, name: str, context: int | None) -> ModelView:
+    """open_view() for DeepSeek V4: its config read and its tensors checked before any block runs."""
+    from ..models.sparse_config import read_v4
+    from ..models.tokens import encode
+    from . import deepseek_v4
+    c = read_v4(data)
+    ids, pieces = encode(folder, text, data.get("max_position_embeddings", 1 << 20))
+    deepseek_v4.check(folder, len(ids))
+    dtype, size = deepseek_v4.itemsize(folder)
+    return ModelView(name, "deepseek_v4", c.layers, pieces, ids, context or len(ids), dtype, size, [], (folder, c))

@@ -49,8 +49,15 @@ def _want(c, kind: str) -> dict:
 def read_attention(t, c, pre: str, i: int) -> dict:
     """Layer i's attention tensors by their names after `attn.`, each checked against config.json."""
     at = f"{pre}layers.{i}.attn."
-    w = {}
-    for name, shape in _want(c, c.kinds[i]).items():
+    return {name: t[at + name] for name in check_attention(t, c, pre, i)}
+
+
+def check_attention(t, c, pre: str, i: int) -> list[str]:
+    """The names (after `attn.`) of layer i's attention tensors, each there with the shape config.json
+    implies (read from the files' headers: nothing is loaded), or one line naming the first that is not."""
+    at = f"{pre}layers.{i}.attn."
+    want = _want(c, c.kinds[i])
+    for name, shape in want.items():
         if at + name not in t:
             raise ScenarioError(at + name, f"is missing; expected a {c.kinds[i]} layer's tensor of shape {shape}",
                                 str(t.folder))
@@ -59,8 +66,7 @@ def read_attention(t, c, pre: str, i: int) -> dict:
                                 f"layer (from config.json: index_n_heads {c.index['heads']}, index_head_dim "
                                 f"{c.index['dim']}, head_dim {c.head_dim}, q_lora_rank {c.q_rank}, hidden_size "
                                 f"{c.d_model}, {c.heads} heads)", str(t.folder))
-        w[name] = t[at + name]
-    return w
+    return list(want)
 
 
 def compress(h: np.ndarray, w: dict, at: str, c, m: int, overlap: bool) -> dict:

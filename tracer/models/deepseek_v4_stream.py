@@ -5,6 +5,7 @@ MLPs of routed and shared experts with clamped SwiGLU, routed by a frozen token 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -91,10 +92,14 @@ def run(folder, ids: list[int], upto: int) -> list[dict]:
     """Layers 0 … upto on the tokens `ids`: each layer's attention intermediates (block.layer()),
     with `streams` (token × N × d, entering), the hyper-connection's `hc.pre`, `hc.post`, `hc.comb`
     (how the streams were mixed into x and will take the output back) and `streams_after`."""
+    return list(each_layer(folder, ids, upto))
+
+
+def each_layer(folder, ids: list[int], upto: int) -> Iterator[dict]:
+    """run()'s layers one at a time, as each is done (the model view holds one layer's, not all)."""
     t, c, pre = open_checkpoint(folder)
     embed = t.rows(pre + "embed_tokens.weight" if pre else "embed.weight", list(ids))
     streams = np.repeat(embed[:, None, :], c.hc["streams"], axis=1)
-    out = []
     for i in range(upto + 1):
         p = f"{pre}layers.{i}."
         pre_w, post, comb = _mix(t, c, p + "hc_attn", streams)
@@ -102,10 +107,10 @@ def run(folder, ids: list[int], upto: int) -> list[dict]:
         got = block.layer(x, block.rms(x, t[p + "attn_norm.weight"], c.eps), block.read_attention(t, c, pre, i), c, i)
         got.update({"streams": streams, "hc.pre": pre_w, "hc.post": post, "hc.comb": comb})
         streams = got["streams_after"] = hc.expand(streams, got["out"], post, comb)
-        out.append(got)
+        yield got
+        del got
         if i < upto:
             pre_w, post, comb = _mix(t, c, p + "hc_ffn", streams)
             y = hc.collapse(streams, pre_w)
             streams = hc.expand(streams, mlp(block.rms(y, t[p + "ffn_norm.weight"], c.eps), t, c, pre, i, ids),
                                 post, comb)
-    return out
