@@ -63,6 +63,17 @@ def writers() -> dict:
     return ways
 
 
+def best(call, reps: int = 5) -> float:
+    """The fewest seconds `call` took in `reps` runs after one to warm it."""
+    call()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
 def copy_rate(reps: int = 5) -> float:
     """Bytes a second that memory reads and writes at once (a 256 MiB copy, the best of one core's
     and numba's threads'): what turning a checkpoint's tensors into float64 arrays streams."""
@@ -73,29 +84,14 @@ def copy_rate(reps: int = 5) -> float:
         for i in prange(src.size):
             dst[i] = src[i]
     src, dst = np.ones(WRITE_BYTES // 4, np.float32), np.zeros(WRITE_BYTES // 4, np.float32)
-    ways = [lambda: np.copyto(dst, src), lambda: copy(dst, src)]
-    best = []
-    for way in ways:
-        way()
-        times = []
-        for _ in range(reps):
-            start = time.perf_counter()
-            way()
-            times.append(time.perf_counter() - start)
-        best.append(min(times))
-    return 2 * WRITE_BYTES / min(best)   # read and written
+    seconds = min(best(lambda: np.copyto(dst, src), reps), best(lambda: copy(dst, src), reps))
+    return 2 * WRITE_BYTES / seconds   # read and written
 
 
 def gemm_rate(reps: int = 5) -> float:
     """FLOP/s of a 2048³ float32 product on every thread, the best of `reps`."""
     mm, work = gemm()
-    mm()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        mm()
-        times.append(time.perf_counter() - start)
-    return work / min(times)
+    return work / best(mm, reps)
 
 
 def cores() -> str:
