@@ -20,7 +20,8 @@ from .weights import Tensors
 
 
 def is_hybrid(data: dict) -> bool:
-    return data.get("model_type") in HYBRIDS or data.get("model_type") in NESTED
+    kind = data.get("model_type")   # any JSON value: a list is refused later, naming the key
+    return isinstance(kind, str) and (kind in HYBRIDS or kind in NESTED)
 
 
 def described(cfg: Hybrid, path: str | None, text: str, layer: int, heads=None) -> dict:
