@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 import tiny_dense2026 as td
 import tracer
@@ -59,3 +60,20 @@ def test_mistral4s_latent_layers(tiny, capsys):
     assert doc["cache_bytes"] == 2 * 12 * len(ids) * 4 and doc["mha_cache_bytes"] == 2 * 2 * 4 * 6 * len(ids) * 4
     for row, r in zip(doc["layers"], ref):
         np.testing.assert_allclose([h["previous"] for h in row["heads"]], previous(r["weights"]), atol=1e-4)
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(model_type="ministral3"), "model_type: 'ministral3' is not traced yet; expected one of "),
+    (dict(attention_bias=True), "attention_bias: expected false for a traced latent attention layer"),
+])
+def test_a_mistral3_it_cannot_read_is_one_line_before_any_layer(tiny, tmp_path, capsys, change, message):
+    import shutil
+    folder, data, ids, ref = tiny("mistral3")
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    (copy / "config.json").write_text(json.dumps({**data, "text_config": {**data["text_config"], **change}}),
+                                      encoding="utf-8")
+    capsys.readouterr()
+    assert main(["model", str(copy), "--text", td.TEXT]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith("attnsim: error: ") and message in err, err

@@ -33,8 +33,8 @@ class Kind:
 
 def kinds(data: dict) -> list[Kind]:
     """Each layer's Kind, from config.json alone."""
-    text = text_config(data)
-    labels, kind = traced.kinds(data), text["model_type"]
+    text, kind = text_config(data), traced.supported(data)
+    labels = traced.kinds(data)
     if kind in ("gemma4_text", "gemma3n_text"):
         cfg = gemma.read(data)
         rows = table(cfg["types"], cfg["head_dim"], cfg["groups"], cfg["k_eq_v"], text.get("num_kv_shared_layers", 0))

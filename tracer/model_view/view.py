@@ -134,6 +134,7 @@ def open_view(model, text=None, *, context: int | None = None, base=None) -> Mod
         raise ScenarioError("context", f"expected a whole number of tokens ≥ 1, got {what(context)}")
     data = config_json(folder)
     if traced.handles(data):   # the dense families of 2026: their own forward (model_view/dense2026.py)
+        traced.supported(data)
         inner, tensors = text_config(data), Tensors(folder)
         ids, pieces = encode(folder, text, inner.get("max_position_embeddings", 1 << 20))
         dtype, size = dense2026.itemsize(tensors)
