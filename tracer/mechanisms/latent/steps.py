@@ -2,7 +2,9 @@
 latent c_kv, from which each head rebuilds its keys (k_nope) and values; positions travel apart, in
 one rotary key k_pe shared by all heads. A decoder caches only c_kv and k_pe. The scores are
 q_nope·k_noptᵀ + q_pe·k_peᵀ; folding W_UK into the query (q_latent) gives the same scores straight
-from the cache (absorbed), which is how the cache is read without rebuilding a single key."""
+from the cache (absorbed), which is how the cache is read without rebuilding a single key. With a
+query temperature (Mistral 4) the warmed q_temp = [q_nope | q_pe]·τ(p) stands in for both parts
+(steps/scores.query_parts)."""
 from __future__ import annotations
 
 import numpy as np
