@@ -33,3 +33,19 @@ def test_queries_not_warmed_are_named():
     got = tracer.check(sc, {"h0.q_temp": cold["h0.q_temp"], "h0.weights": cold["h0.weights"]})
     assert (got.first["step"], got.cause) == ("h0.q_temp", "no_temperature"), got.report()
     assert tracer.check(sc, answers(tracer.run(sc), "h0.q_temp", "h0.weights")).ok
+
+
+def test_latent_queries_not_warmed_are_named():
+    """Mistral 4's latent attention warms both parts of its queries: a student's cold ones are named."""
+    rng = np.random.default_rng(1)
+    mla = dict(down=rng.normal(size=(4, 3)), rope_k=rng.normal(size=(4, 2)), up_k=rng.normal(size=(2, 3, 2)),
+               up_v=rng.normal(size=(2, 3, 2)), q=rng.normal(size=(2, 4, 2)), rope_q=rng.normal(size=(2, 4, 2)))
+    x = rng.normal(size=(6, 4))
+
+    def latent(scale: float):
+        rope = dict(base=10.0, style="interleaved", temperature=dict(scale=scale, floor=2, shift=0))
+        return tracer.from_arrays(x, mla=mla, mask="causal", rope=rope)
+    cold = tracer.run(latent(0.0))
+    got = tracer.check(latent(0.5), {"h0.q_temp": cold["h0.q_temp"], "h0.weights": cold["h0.weights"]})
+    assert (got.first["step"], got.cause) == ("h0.q_temp", "no_temperature"), got.report()
+    assert tracer.check(latent(0.5), answers(tracer.run(latent(0.5)), "h0.q_temp", "h0.weights")).ok

@@ -3,7 +3,8 @@
 switched on: tests/tiny_dense2026.py), run by the trace's own steps, against transformers' eager
 forward caught by hooks: the stream into the layer (Gemma 3n: what its attention reads), every
 head's weights, and the attention's output after W_O. transformers keeps these models' norms (and
-Llama 4's rotation) in float32 inside a float64 model: agreement to 1e-4, not 1e-12."""
+Llama 4's rotation) in float32 inside a float64 model: agreement to 1e-4, not 1e-12. Mistral 4 (alone and
+inside Mistral Small 4's mistral3 wrapper): latent attention with every query warmed by τ(p)."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,10 +13,11 @@ import pytest
 import tiny_dense2026 as td
 import tracer
 from tiny_dense2026 import tiny  # noqa: F401  (the fixture)
+from tracer.models import layer_arrays
 from tui.cli import main
 
 TRACED = ["gemma4_text", "gemma4", "gemma3n_text", "llama4_text", "llama4", "glm4_moe", "olmo3", "nanochat",
-          "minimax_m2"]
+          "minimax_m2", "mistral4", "mistral3"]
 TOL = 1e-4
 
 
@@ -70,12 +72,39 @@ def test_show_model_from_the_command_line(tiny, capsys):
     assert "--layer: expected a layer from 0 to 2 (the model has 3), got 3" in capsys.readouterr().err
 
 
-def test_mistral4_is_refused_in_one_line(tiny, capsys):
+def test_mistral4s_latent_queries_are_warmed(tiny):
+    """Every layer's queries, both parts, times τ(p) = 1 + β·ln(1 + ⌊p/F⌋) (β 0.5, F 4: shift 0, not Llama 4's
+    + 1); without it the weights would be off (the temperature is what makes them equal transformers')."""
     folder, data, ids, ref = tiny("mistral4")
+    scenario = tracer.from_model(folder, td.TEXT, 1)
+    trace = tracer.run(scenario)
+    n = scenario.n
+    tau = 1 + 0.5 * np.log1p(np.floor(np.arange(n) / 4))
+    np.testing.assert_allclose(trace.rows("tau")[:, 0], tau, rtol=1e-15)
+    q = np.concatenate([trace.rows("h2.q_nope"), trace.rows("h2.q_pe")], axis=1)
+    np.testing.assert_allclose(trace.rows("h2.q_temp"), q * tau[:, None], rtol=1e-14)
+    np.testing.assert_allclose(trace.rows("h2.absorbed"), trace.rows("h2.scores"), rtol=1e-10, atol=1e-10)
+    arrays = layer_arrays(folder, td.TEXT, 1)
+    cold = tracer.run(tracer.from_arrays(**{**arrays, "rope": {**arrays["rope"], "temperature": None}}))
+    assert np.abs(cold.rows("h2.weights") - ref[1]["weights"][2]).max() > 1e-2
+    assert scenario.model["kind"] == "latent, rope yarn ×4, τ"
+    assert "its queries are multiplied by τ(p) = 1 + 0.5·ln(1 + ⌊p/4⌋) (q_temp)" in scenario.description
+
+
+def test_mistral4_shows_from_the_command_line_and_refuses_biases(tiny, tmp_path, capsys):
+    import json
+    import shutil
+    folder, data, ids, ref = tiny("mistral3")
     capsys.readouterr()   # what building it printed
-    assert main(["show", "--model", str(folder), "--text", td.TEXT, "--layer", "0"]) == 2
+    assert main(["show", "--model", str(folder), "--text", td.TEXT, "--layer", "1", "--step", "h0.q_temp"]) == 0
+    assert "h0.q_temp  Queries, warmed (head 0):  [q_nope | q_pe] · τ(p), per token" in capsys.readouterr().out
+    copy = tmp_path / "biased"
+    shutil.copytree(folder, copy)
+    (copy / "config.json").write_text(json.dumps({**data, "text_config": {**data["text_config"], "attention_bias": True}}),
+                                      encoding="utf-8")
+    assert main(["show", "--model", str(copy), "--text", td.TEXT, "--layer", "0"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "model_type: 'mistral4' is not traced yet" in err
+    assert err.count("\n") == 1 and "attention_bias: expected false for a traced latent attention layer" in err
 
 
 def test_from_transformers_in_memory_is_the_folders(tiny):
@@ -90,6 +119,21 @@ def test_from_transformers_in_memory_is_the_folders(tiny):
     np.testing.assert_allclose(weights, ref[4]["weights"], atol=TOL)
     np.testing.assert_allclose(mine.rows("out"), saved.rows("out"), rtol=1e-6, atol=1e-9)
     assert mine.scenario.model["kind"] == "global, KV shared from layer 1" and mine.scenario.model["path"] is None
+
+
+def test_mistral4_in_memory_is_the_folders(tiny):
+    """Mistral4ForCausalLM in memory (no auto class maps to it): the same arrays as from the saved folder."""
+    import transformers
+    folder, data, ids, ref = tiny("mistral4")
+    model = transformers.Mistral4ForCausalLM.from_pretrained(folder, attn_implementation="eager",
+                                                              experts_implementation="eager").double()
+    tokenizer = transformers.PreTrainedTokenizerFast.from_pretrained(folder)
+    mine = tracer.run(tracer.from_transformers(model, tokenizer, td.TEXT, 1))
+    weights = np.stack([mine.rows(f"h{h}.weights") for h in range(4)])
+    np.testing.assert_allclose(weights, ref[1]["weights"], atol=TOL)
+    np.testing.assert_allclose(mine.rows("out"), tracer.run(tracer.from_model(folder, td.TEXT, 1)).rows("out"),
+                               rtol=1e-6, atol=1e-9)
+    assert mine.scenario.model["kind"] == "latent, rope yarn ×4, τ" and mine.scenario.model["path"] is None
 
 
 def test_the_description_says_what_x_is_and_the_temperature(tiny):

@@ -234,6 +234,8 @@ def _stage_head(run, h: int, K) -> tuple[dict, bool]:
 def _latent_head(run, h: int, K, ids: dict, allowed) -> tuple[dict, bool]:
     from .mechanisms.latent import compute as latent
     got, q, k = latent.stage_head(run, h, K)
+    if run.scenario.q_temp is not None:                              # the query temperature, on both parts
+        q = got["q_temp"] = q_temp.warm(run.scenario.q_temp, q)
     *arrays, finite = K.attend(q, k, got["v"], allowed, _bias(run, h), _rule(run, h))
     got.update(zip(_ATTEND, arrays))
     got.update(latent.absorbed(run, h, got))

@@ -21,20 +21,43 @@ k = [[1, 0], [0, 1]]
 v = [[1, 0], [0, 1]]
 """
 
+LATENT = """
+tokens = ["the", "cat", "sat", "down"]
+mask = "causal"
+x = [[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]]
+[mla]
+down = [[1, 0], [0, 1], [1, 1]]
+rope_k = [[1, 0], [1, 0], [1, 0]]
+up_k = [[[2, 0], [0, 0]]]
+up_v = [[[1, 0], [0, 1]]]
+q = [[[0, 0], [1, 0], [0, 0]]]
+rope_q = [[[0, 0], [1, 0], [0, 0]]]
+[rope]
+style = "interleaved"
+temperature = { scale = 0.5, floor = 2, shift = 0 }
+"""
+WRITTEN = {"nope": NOPE, "latent": LATENT}   # scenarios written here (Mistral 4's: latent, its queries warmed)
+
+
+def scenario(tmp_path, name: str) -> str:
+    if name not in WRITTEN:
+        return name
+    (tmp_path / f"{name}.toml").write_text(WRITTEN[name], encoding="utf-8")
+    return str(tmp_path / f"{name}.toml")
+
 
 @pytest.mark.parametrize("name, sid, moves, words", [
     ("chunked", "h0.masked", ("down",) * 5 + ("right",), "is in chunk ⌊1/4⌋ = 0, earlier but not in the chunk ⌊5/4⌋ = 1"),
     ("no_scale", "h0.v_norm", ("down",), "4 ÷ √(16) = 1"),
     ("kv_sharing", "kv0.k", ("down",), "kv0.k["),
-    (None, "tau", ("down",) * 3, "= 1 + 0.5·ln(1 + ⌊(3 + 1)/2⌋) = 1 + 0.5·ln 3"),
-    (None, "h0.q_temp", ("down",) * 3, "× τ(3)"),
+    ("nope", "tau", ("down",) * 3, "= 1 + 0.5·ln(1 + ⌊(3 + 1)/2⌋) = 1 + 0.5·ln 3"),
+    ("nope", "h0.q_temp", ("down",) * 3, "× τ(3)"),
+    ("latent", "h0.q_temp", ("down",) * 2 + ("right",) * 3, "(h0.q_pe[sat, 1] times its position's τ"),
+    ("latent", "h0.scores", ("down",) * 2 + ("right",), "q_temp's first 2 numbers, then its last 2"),
 ])
 @pilot_test
 async def test_each_step_is_explained_with_its_numbers(tmp_path, name, sid, moves, words):
-    if name is None:
-        (tmp_path / "nope.toml").write_text(NOPE, encoding="utf-8")
-        name = str(tmp_path / "nope.toml")
-    async with opened(name, size=(120, 40)) as (app, pilot):
+    async with opened(scenario(tmp_path, name), size=(120, 40)) as (app, pilot):
         await go_to(pilot, sid)
         await pilot.press(*moves)
         await settle(pilot)
@@ -98,14 +121,12 @@ async def test_the_heads_overview_of_a_tiny_gemma4_opens_its_shared_layer(tiny):
 @pytest.mark.parametrize("name, sid, shown", [("chunked", "h0.weights", ["h0.masked"]),
                                               ("no_scale", "h0.z", ["h0.q_norm", "h0.v_norm"]),
                                               ("kv_sharing", "h1.z", ["kv0.k", "kv0.v", "h1.q"]),
-                                              (None, "h0.z", ["tau", "h0.q_temp"])])
+                                              ("nope", "h0.z", ["tau", "h0.q_temp"]),
+                                              ("latent", "h0.z", ["tau", "h0.q_temp", "h0.scores", "h0.absorbed"])])
 @pilot_test
 async def test_the_worksheet_lays_out_the_new_steps(tmp_path, name, sid, shown):
     from tui.widgets.worksheet import Worksheet
-    if name is None:
-        (tmp_path / "nope.toml").write_text(NOPE, encoding="utf-8")
-        name = str(tmp_path / "nope.toml")
-    async with opened(name, size=(160, 50)) as (app, pilot):
+    async with opened(scenario(tmp_path, name), size=(160, 50)) as (app, pilot):
         await go_to(pilot, sid)
         await pilot.press("w")
         await settle(pilot)
@@ -126,3 +147,30 @@ async def test_the_model_view_of_a_tiny_gemma4_names_the_shared_layers(tiny):
         text = screen_text(app)
         assert "layer 1 · global, K = V" in text and "KV shared from layer 2" in text, text
         assert "keeps 0 numbers a token" in text
+
+
+@pilot_test
+async def test_the_heads_overview_of_a_tiny_mistral4_opens_its_warmed_layers(tiny):
+    """Mistral 4's layers in the heads overview: named latent with τ, each opened at a head, its queries warmed."""
+    import numpy as np
+
+    import tiny_dense2026 as td
+    import tracer
+    from tui.screens.heads import HeadsScreen
+    folder, data, ids, ref = tiny("mistral4")
+    async with opened(tracer.from_model(folder, td.TEXT, 1), size=(140, 40)) as (app, pilot):
+        await pilot.press("m")
+        await settle(pilot)
+        heads = app.screen
+        title = lambda: str(heads.query_one("#heads-title").render())  # noqa: E731
+        assert isinstance(heads, HeadsScreen) and "layer 1 of 2: latent, rope yarn ×4, τ" in title(), title()
+        await pilot.press("comma")
+        await settle(pilot)
+        assert "layer 0 of 2: latent, rope yarn ×4, τ" in title(), title()
+        await pilot.press("right", "enter")
+        await settle(pilot)
+        main = app.screen
+        assert main.trace.scenario.model["layer"] == 0 and main.head == 1
+        assert "h1.q_temp" in [s.id for s in main.trace.steps]
+        np.testing.assert_allclose(np.stack([main.trace.rows(f"h{h}.weights") for h in range(4)]), ref[0]["weights"],
+                                   atol=1e-4)

@@ -137,6 +137,7 @@ def open_view(model, text=None, *, context: int | None = None, base=None) -> Mod
     if data.get("model_type") == "deepseek_v4":   # its own forward: streams, entries (model_view/deepseek_v4.py)
         return _deepseek_v4(folder, data, text, name, context)
     if traced.handles(data):   # the dense families of 2026: their own forward (model_view/dense2026.py)
+        traced.supported(data)
         inner, tensors = text_config(data), Tensors(folder)
         ids, pieces = encode(folder, text, inner.get("max_position_embeddings", 1 << 20))
         dtype, size = dense2026.itemsize(tensors)

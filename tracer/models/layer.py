@@ -60,11 +60,12 @@ def dense2026_layer(tensors, data: dict, ids: list[int], pieces: list[str], laye
     tensors or a state dict in memory); `what` says where it came from."""
     inner = text_config(data)
     arrays, shape = traced.arrays(tensors, data, ids, layer)
-    heads, d = len(arrays["q"]), inner["hidden_size"]
+    latent, d = arrays.get("mla"), inner["hidden_size"]
+    heads = f"{len(arrays['q'])} heads of {arrays['q'][0].shape[1]}" if latent is None else \
+        f"{len(latent['q'])} heads, latent attention (rank {latent['down'].shape[1]}, rotary {latent['rope_k'].shape[1]})"
     stream = traced.STREAM.get(inner["model_type"], "x is the residual stream entering the layer")
     return dict(**arrays, tokens=pieces, name=f"{label}_layer{layer}",
-                title=f"{label}, layer {layer} ({shape}): {len(ids)} tokens, d_model {d}, {heads} heads of "
-                      f"{arrays['q'][0].shape[1]}",
+                title=f"{label}, layer {layer} ({shape}): {len(ids)} tokens, d_model {d}, {heads}",
                 description=f"Layer {layer} of {inner['num_hidden_layers']} of {what}. {stream}, computed by running "
                             f"the earlier blocks{_features(arrays, shape)}")
 

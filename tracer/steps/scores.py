@@ -30,8 +30,16 @@ def _latent_scores(cell) -> str:
     i, j = cell.i, cell.j
     a, b = cell.names()
     why = "absorbed: both read from the cache" if m1 == "c_kv" else "content, then position"
-    return (f"= {n1}({a})·{m1}({b}) + {n2}({a})·{m2}({b}) = {cell.dot(q1[i], k1[j])} + "
-            f"{cell.dot(q2[i], k2[j])} = {cell.f(cell.value)}   ({why})")
+    if n1 == n2:   # one warmed query, q_temp = [q_nope | q_pe]·τ: its first part meets k_nope, its last k_pe
+        why += f"; {n1}'s first {k1.shape[1]} numbers, then its last {k2.shape[1]}"
+    return (f"= {n1}({a})·{m1}({b}) + {n2}({a})·{m2}({b}) = {cell.dot(q1[i, : k1.shape[1]], k1[j])} + "
+            f"{cell.dot(q2[i, -k2.shape[1]:], k2[j])} = {cell.f(cell.value)}   ({why})")
+
+
+def _latent_formula(ctx) -> str:
+    if ctx.has("q_temp"):   # the warmed query [q_nope | q_pe]·τ, its two parts against the two keys
+        return "S = [K_NOPE | K_PE]ᵀ·Q_TEMP" if ctx.columns else "S = Q_TEMP·[K_NOPE | K_PE]ᵀ"
+    return "S = K_NOPEᵀ·Q_NOPE + K_PEᵀ·Q_PE" if ctx.columns else "S = Q_NOPE·K_NOPEᵀ + Q_PE·K_PEᵀ"
 
 
 def _scores_sources(cell) -> dict:
@@ -40,9 +48,16 @@ def _scores_sources(cell) -> dict:
             for sid in cell.step.inputs}
 
 
+def query_parts(ctx, h) -> tuple[str, str]:
+    """Latent attention's query as the scores read it, by part (without positions, rotary): q_nope
+    and q_pe, or both from the warmed q_temp = [q_nope | q_pe]·τ when a temperature warms them."""
+    return (ctx.sid("q_temp", h),) * 2 if ctx.has("q_temp") else (ctx.sid("q_nope", h), ctx.sid("q_pe", h))
+
+
 def _scores_inputs(ctx, h) -> list[str]:
     if ctx.dims.latent:   # latent attention (mechanisms/latent): content, then position
-        return [ctx.sid("q_nope", h), ctx.sid("k_nope", h), ctx.sid("q_pe", h), "k_pe"]
+        q_nope, q_pe = query_parts(ctx, h)
+        return [q_nope, ctx.sid("k_nope", h), q_pe, "k_pe"]
     return [ctx.latest(h, "query", "scores"), ctx.latest(h, "key", "scores")]
 
 
@@ -54,8 +69,7 @@ register(Kind(
     "scores", "Scores", ("query", "key"), "head",
     "Each score is the dot product of one query with one key: large when they point the same "
     "way, a similarity. Every query is compared with every key.",
-    formula=lambda ctx: (("S = K_NOPEᵀ·Q_NOPE + K_PEᵀ·Q_PE" if ctx.columns else "S = Q_NOPE·K_NOPEᵀ + Q_PE·K_PEᵀ")
-                         if ctx.dims.latent else "S = Kᵀ·Q" if ctx.columns else "S = Q·Kᵀ"),
+    formula=lambda ctx: _latent_formula(ctx) if ctx.dims.latent else "S = Kᵀ·Q" if ctx.columns else "S = Q·Kᵀ",
     explain=_scores_explain, sources=_scores_sources,
     inputs=_scores_inputs, present=standard, chain="logits",
     tip="multiply the query and the key number by number, then add the products (with a latent, both parts)"))

@@ -71,11 +71,14 @@ def stage_head(run, h: int, K) -> dict:
 
 def absorbed(run, h: int, got: dict) -> dict:
     """The absorbed form of head h's scores, computed as a decoder would: q_latent = q_nope·W_UKᵀ
-    (the query moved into the latent's space), then q_latent·c_kvᵀ + q_pe·k_peᵀ from the cache."""
-    sc, dt = run.scenario, run.dtype
-    q_latent = (got["q_nope"].astype(np.float64) @ sc.w_k[h].T).astype(dt)
+    (the query moved into the latent's space), then q_latent·c_kvᵀ + q_pe·k_peᵀ from the cache
+    (q_nope and q_pe warmed by τ first when the scenario has a query temperature)."""
+    sc, dt, nope = run.scenario, run.dtype, run.scenario.mla["nope"]
+    q = got.get("q_temp")   # warmed by a query temperature (Mistral 4): both parts from it
+    q_nope, q_pe = (got["q_nope"], got["q_pe"]) if q is None else (q[:, :nope], q[:, nope:])
+    q_latent = (q_nope.astype(np.float64) @ sc.w_k[h].T).astype(dt)
     scores = q_latent.astype(np.float64) @ run.held("c_kv").T.astype(np.float64) + \
-        got["q_pe"].astype(np.float64) @ run.held("k_pe").T.astype(np.float64)
+        q_pe.astype(np.float64) @ run.held("k_pe").T.astype(np.float64)
     return {"q_latent": q_latent, "absorbed": scores.astype(dt)}
 
 

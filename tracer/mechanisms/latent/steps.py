@@ -2,7 +2,9 @@
 latent c_kv, from which each head rebuilds its keys (k_nope) and values; positions travel apart, in
 one rotary key k_pe shared by all heads. A decoder caches only c_kv and k_pe. The scores are
 q_nope·k_noptᵀ + q_pe·k_peᵀ; folding W_UK into the query (q_latent) gives the same scores straight
-from the cache (absorbed), which is how the cache is read without rebuilding a single key."""
+from the cache (absorbed), which is how the cache is read without rebuilding a single key. With a
+query temperature (Mistral 4) the warmed q_temp = [q_nope | q_pe]·τ(p) stands in for both parts
+(steps/scores.query_parts)."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +13,7 @@ from ...ids import parse
 from ...steps.base import Kind, register
 from ...steps.cell import whole_row
 from ...steps.inputs import PRODUCTS
-from ...steps.scores import standard
+from ...steps.scores import query_parts, standard
 from ..rotary import frequencies
 
 
@@ -201,10 +203,10 @@ register(Kind("k_nope", "Keys, rebuilt", ("token", "nope"), "kv",
 # ------------------------------------------------------------------ the absorbed form
 
 def _q_latent_explain(cell) -> str:
-    w_uk = cell.scenario.w_k[cell.step.head]
-    q = cell.rows(cell.step.inputs[0])[cell.i]
-    return (f"= q_nope({cell.token(cell.at)})·W_UK[{cell.j}, :] = {cell.dot(q, w_uk[cell.j])} = {cell.f(cell.value)}   "
-            "(W_UK folded into the query: it now speaks the latent's language)")
+    w_uk, src = cell.scenario.w_k[cell.step.head], cell.step.inputs[0]
+    q = cell.rows(src)[cell.i, : w_uk.shape[1]]   # q_nope, or q_temp's first part
+    return (f"= {parse(src).kind}({cell.token(cell.at)})·W_UK[{cell.j}, :] = {cell.dot(q, w_uk[cell.j])} = "
+            f"{cell.f(cell.value)}   (W_UK folded into the query: it now speaks the latent's language)")
 
 
 def _absorbed_explain(cell) -> str:
@@ -212,16 +214,26 @@ def _absorbed_explain(cell) -> str:
     i, j, f = cell.i, cell.j, cell.f
     a, b = cell.names()
     rebuilt = cell.rows(cell.sid("scores"))[i, j]
-    return (f"= q_latent({a})·c_kv({b}) + q_pe({a})·k_pe({b}) = {cell.dot(q_latent[i], c_kv[j])} + "
-            f"{cell.dot(q_pe[i], k_pe[j])} = {f(cell.value)}   ({cell.sid('scores')} rebuilt {b}'s key and got "
-            f"{f(rebuilt)}: the same score, read straight from the cache)")
+    pe = parse(cell.step.inputs[2]).kind   # q_pe, or the warmed q_temp's last part
+    return (f"= q_latent({a})·c_kv({b}) + {pe}({a})·k_pe({b}) = {cell.dot(q_latent[i], c_kv[j])} + "
+            f"{cell.dot(q_pe[i, -k_pe.shape[1]:], k_pe[j])} = {f(cell.value)}   ({cell.sid('scores')} rebuilt {b}'s "
+            f"key and got {f(rebuilt)}: the same score, read straight from the cache)")
 
 
 def _absorbed_sources(cell) -> dict:
     q_latent, c_kv, q_pe, k_pe = cell.step.inputs
     width = lambda sid: cell.rows(sid).shape[1]  # noqa: E731
     return {q_latent: [(cell.i, m) for m in range(width(q_latent))], c_kv: [(cell.j, m) for m in range(width(c_kv))],
-            q_pe: [(cell.i, m) for m in range(width(q_pe))], k_pe: [(cell.j, m) for m in range(width(k_pe))]}
+            q_pe: [(cell.i, m) for m in range(width(q_pe) - width(k_pe), width(q_pe))],
+            k_pe: [(cell.j, m) for m in range(width(k_pe))]}
+
+
+def _nope(ctx) -> str:
+    return "Q_TEMP[:, :nope]" if ctx.has("q_temp") else "Q_NOPE"   # the warmed query's first part
+
+
+def _pe(ctx) -> str:
+    return "Q_TEMP[:, nope:]" if ctx.has("q_temp") else "Q_PE"
 
 
 _ABSORBED_WHY = ("Why the cache can stay small: q_nope·k_nopeᵀ = q_nope·(c_kv·W_UK)ᵀ = (q_nope·W_UKᵀ)·c_kvᵀ. "
@@ -229,17 +241,17 @@ _ABSORBED_WHY = ("Why the cache can stay small: q_nope·k_nopeᵀ = q_nope·(c_k
                  "no key is ever rebuilt. These are the scores again, computed that way.")
 
 register(Kind("q_latent", "Queries, absorbed", ("token", "latent"), "head", _ABSORBED_WHY,
-              formula=lambda ctx: "Q_LATENT = W_UK·Q_NOPE   (W_UK absorbed into the query)" if ctx.columns
-              else "Q_LATENT = Q_NOPE·W_UKᵀ   (W_UK absorbed into the query)",
+              formula=lambda ctx: f"Q_LATENT = W_UK·{_nope(ctx)}   (W_UK absorbed into the query)" if ctx.columns
+              else f"Q_LATENT = {_nope(ctx)}·W_UKᵀ   (W_UK absorbed into the query)",
               explain=_q_latent_explain,
-              sources=lambda cell: whole_row(cell.step.inputs[0], cell.i, cell.rows(cell.step.inputs[0]).shape[1]),
-              inputs=lambda ctx, h: [ctx.sid("q_nope", h)], present=lambda ctx: _on(ctx) and standard(ctx),
+              sources=lambda cell: whole_row(cell.step.inputs[0], cell.i, cell.scenario.mla["nope"]),
+              inputs=lambda ctx, h: [query_parts(ctx, h)[0]], present=lambda ctx: _on(ctx) and standard(ctx),
               tip="multiply the query by the row of W_UK number by number, then add the products"), after="scores")
 register(Kind("absorbed", "Scores from the cache", ("query", "key"), "head", _ABSORBED_WHY,
-              formula=lambda ctx: ("S = C_KVᵀ·Q_LATENT + K_PEᵀ·Q_PE   (the same S, from the cache)" if ctx.columns
-                                   else "S = Q_LATENT·C_KVᵀ + Q_PE·K_PEᵀ   (the same S, from the cache)"),
+              formula=lambda ctx: (f"S = C_KVᵀ·Q_LATENT + K_PEᵀ·{_pe(ctx)}   (the same S, from the cache)" if ctx.columns
+                                   else f"S = Q_LATENT·C_KVᵀ + {_pe(ctx)}·K_PEᵀ   (the same S, from the cache)"),
               explain=_absorbed_explain, sources=_absorbed_sources,
-              inputs=lambda ctx, h: [ctx.sid("q_latent", h), "c_kv", ctx.sid("q_pe", h), "k_pe"],
+              inputs=lambda ctx, h: [ctx.sid("q_latent", h), "c_kv", query_parts(ctx, h)[1], "k_pe"],
               present=lambda ctx: _on(ctx) and standard(ctx),
               tip="two dot products added: the absorbed query with the latent, the rotary query with the rotary key"),
          after="q_latent")

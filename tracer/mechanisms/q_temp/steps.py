@@ -70,12 +70,34 @@ def _tau_explain(cell) -> str:
     return out + f" > 1: the queries of position {p} are warmed)"
 
 
+def _query_cell(cell) -> tuple[str, int]:
+    """Where the cell's query number comes from: (step id, column). Under latent attention the
+    warmed query is [q_nope | q_pe] side by side, each part warmed alike (Mistral 4)."""
+    src = cell.step.inputs[0]
+    if len(cell.step.inputs) == 3 and cell.j >= cell.rows(src).shape[1]:   # latent: the rotary part
+        return cell.step.inputs[1], cell.j - cell.rows(src).shape[1]
+    return src, cell.j
+
+
 def _warm_explain(cell) -> str:
-    f, src = cell.f, cell.step.inputs[0]
-    q, tau = cell.rows(src)[cell.i, cell.j], cell.rows("tau")[cell.i, 0]
+    f, (src, j) = cell.f, _query_cell(cell)
+    q, tau = cell.rows(src)[cell.i, j], cell.rows("tau")[cell.i, 0]
     spec = cell.scenario.q_temp
-    return (f"= {f(q)} × τ({spec['positions'][cell.at]}) = {f(q)} × {f(tau)} = {f(cell.value)}   (the query of "
-            f"{cell.token(cell.i)} times its position's τ, from tau)").replace("-", "−")
+    whose = f"{src}[{cell.token(cell.i)}, {j}]" if len(cell.step.inputs) == 3 else f"the query of {cell.token(cell.i)}"
+    return (f"= {f(q)} × τ({spec['positions'][cell.at]}) = {f(q)} × {f(tau)} = {f(cell.value)}   ({whose} "
+            f"times its position's τ, from tau)").replace("-", "−")
+
+
+def _warm_sources(cell) -> dict:
+    src, j = _query_cell(cell)
+    return {src: [(cell.i, j)], "tau": [(cell.i, 0)]}
+
+
+def _warm_inputs(ctx, h) -> list:
+    """The query's last stage and tau; under latent attention its two parts (q_nope, q_pe), both warmed."""
+    if ctx.dims.latent:
+        return [ctx.sid("q_nope", h), ctx.sid("q_pe", h), "tau"]
+    return [ctx.latest(h, "query", "q_temp"), "tau"]
 
 
 def _on(ctx) -> bool:
@@ -100,7 +122,6 @@ register(Kind(
     "q_temp", "Queries, warmed", ("token", "d_k"), "head",
     "Each query is multiplied by its position's τ (step tau): the scores of a far query grow, and its "
     "softmax stays as sharp as a near one's.",
-    formula=lambda ctx: "q · τ(p), per token", explain=_warm_explain,
-    sources=lambda cell: {cell.step.inputs[0]: [(cell.i, cell.j)], "tau": [(cell.i, 0)]},
-    inputs=lambda ctx, h: [ctx.latest(h, "query", "q_temp"), "tau"], present=_on, chain="query",
+    formula=lambda ctx: "[q_nope | q_pe] · τ(p), per token" if ctx.dims.latent else "q · τ(p), per token",
+    explain=_warm_explain, sources=_warm_sources, inputs=_warm_inputs, present=_on, chain="query",
     tip="multiply the query's number by its token's τ"), after="q_norm_after_rope")

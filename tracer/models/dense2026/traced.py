@@ -4,16 +4,17 @@ forward (FORWARDS, float64 NumPy), the layer's weights from its tensors, and eac
 scenario writes it: scale 1, QK-norm's gains or the weightless "l2" norm (after the rotation where
 the family norms after it), the values' norm, K = V, keys and values shared across layers
 ([shared_kv] with the source layer's input), chunks, the query temperature, proportional rotary and
-nanochat's rotation the other way. Mistral 4's latent attention is not traced here yet."""
+nanochat's rotation the other way; Mistral 4's latent attention ([mla]) with its queries warmed."""
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 
 import numpy as np
 
 from ...errors import ScenarioError
-from ...mechanisms.rotary.checkpoint import rope_spec
-from . import FORWARDS, gemma, llama4, pre_norm
+from ...mechanisms.rotary.checkpoint import label, rope_spec
+from . import FORWARDS, gemma, llama4, mistral4, pre_norm
 from .common import Weights
 from .settings import WRAPPERS, rope_params, text_config
 
@@ -127,8 +128,43 @@ def _pre_norm(w: Weights, data: dict, records: list, i: int) -> tuple[dict, str]
     return out, f"sliding {cfg['window']}" if t == "sliding_attention" else "full"
 
 
+def _mistral4(w: Weights, data: dict, records: list, i: int) -> tuple[dict, str]:
+    """DeepSeek-V3's latent attention as [mla] writes it, interleaved yarn rotary, and every query warmed
+    by τ(p) = 1 + β·ln(1 + ⌊p/F⌋) (shift 0: Mistral 4's curve, not Llama 4's)."""
+    cfg, own = mistral4.read(data), f"layers.{i}.self_attn."
+    rank, nope, heads = cfg["rank"], cfg["nope"], cfg["heads"]
+    kv_a = w.linear(own + "kv_a_proj_with_mqa")                                  # d × (rank + rope)
+    q = _split(w.linear(own + ("q_b_proj" if cfg["q_rank"] else "q_proj")), heads)   # each head: [nope | rope]
+    up = _split(w.linear(own + "kv_b_proj"), heads)                                # each head: [k_nope | v]
+    mla = dict(down=kv_a[:, :rank], rope_k=kv_a[:, rank:], kv_norm=w[own + "kv_a_layernorm.weight"],
+               up_k=[u[:, :nope] for u in up], up_v=[u[:, nope:] for u in up], q=[m[:, :nope] for m in q],
+               rope_q=[m[:, nope:] for m in q], norm_eps=cfg["eps"])
+    if cfg["q_rank"]:
+        mla.update(q_down=w.linear(own + "q_a_proj"), q_norm=w[own + "q_a_layernorm.weight"])
+    rope = _latent_rope(data)
+    out = dict(x=records[i].x, norm_in=_rms_in(w[f"layers.{i}.input_layernorm.weight"], cfg["eps"]), mla=mla,
+               o=w.linear(own + "o_proj"), residual=dict(norm="none"), mask="causal", rope=rope)
+    if abs(cfg["scale"] * math.sqrt(nope + cfg["rot"]) - 1) > 1e-12:   # yarn's mscale² on the scores
+        out["defaults"] = {"scale": 1 / cfg["scale"]}
+    return out, _latent_words(rope)
+
+
+def _latent_rope(data: dict) -> dict:
+    """Mistral 4's [rope]: the rotary key's width, interleaved pairs, yarn, and the query temperature."""
+    cfg = mistral4.read(data)
+    params = {k: v for k, v in rope_params(text_config(data)).items() if k != "partial_rotary_factor"}
+    rope = {**_rope(params, cfg["rot"], 10000.0), "style": "interleaved" if cfg["interleave"] else "half"}
+    if cfg["beta"] is not None and cfg["floor"]:   # as transformers' get_llama_4_attn_scale
+        rope["temperature"] = dict(scale=cfg["beta"], floor=cfg["floor"], shift=0)
+    return rope
+
+
+def _latent_words(rope: dict) -> str:
+    return f"latent, {label(rope)}" + (", τ" if "temperature" in rope else "")
+
+
 BUILDERS = {"gemma4_text": _gemma, "gemma3n_text": _gemma, "llama4_text": _llama4, "glm4_moe": _pre_norm,
-            "olmo3": _pre_norm, "nanochat": _pre_norm, "minimax_m2": _pre_norm}
+            "olmo3": _pre_norm, "nanochat": _pre_norm, "minimax_m2": _pre_norm, "mistral4": _mistral4}
 
 
 @contextmanager
@@ -160,19 +196,31 @@ def _kinds(data: dict) -> list[str]:
     if kind == "llama4_text":
         cfg = llama4.read(data)
         return [f"chunked {cfg['chunk']}" if t == "chunked_attention" else "full, no positions" for t in cfg["types"]]
+    if kind == "mistral4":   # every layer alike: latent attention, its rotary, the queries warmed
+        return [_latent_words(_latent_rope(data))] * text["num_hidden_layers"]
     if kind in BUILDERS:
         cfg = pre_norm.read(text)
         return [f"sliding {cfg['window']}" if t == "sliding_attention" else "full" for t in cfg["types"]]
     return [""] * text.get("num_hidden_layers", 0)
 
 
+def supported(data: dict) -> str:
+    """The text model's type, refused in one line where it is not traced: another model inside a
+    wrapper (Ministral 3 in a mistral3 checkpoint), a latent attention with biases (neither its
+    steps nor its forward read them)."""
+    text = text_config(data)
+    kind = text.get("model_type")
+    if kind not in BUILDERS:
+        raise ScenarioError("model_type", f"{kind!r} is not traced yet; expected one of {', '.join(BUILDERS)}")
+    if kind == "mistral4" and text.get("attention_bias"):
+        raise ScenarioError("attention_bias", "expected false for a traced latent attention layer (its projections' "
+                            "biases are not steps here), got true")
+    return kind
+
+
 def arrays(tensors, data: dict, ids: list[int], layer) -> tuple[dict, str]:
     """(from_arrays keywords of layer `layer` on the token ids, the layer's kind in words)."""
-    text = text_config(data)
-    kind, count = text.get("model_type"), text.get("num_hidden_layers")
-    if kind not in BUILDERS:
-        raise ScenarioError("model_type", f"{kind!r} is not traced yet (its latent attention with a temperature); "
-                            f"expected one of {', '.join(BUILDERS)}")
+    kind, count = supported(data), text_config(data).get("num_hidden_layers")
     if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < count:
         raise ScenarioError("model.layer", f"expected a layer from 0 to {count - 1} (the model has {count}), got {layer!r}")
     with refused():
