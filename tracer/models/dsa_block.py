@@ -118,7 +118,7 @@ def attend(p: dict, w: dict, c, selected: np.ndarray | None) -> dict:
     """scores = (q_nope·k_nopeᵀ + q_pe·k_peᵀ)·mscale²/√(nope + rope) over the keys each query may
     read (earlier and `selected`; None: every earlier key), softmax, z = weights·v, out = z·W_O."""
     m, n = c.mla, p["c_kv"].shape[0]
-    s = np.einsum("hid,hjd->hij", p["q_nope"], p["k_nope"]) + np.einsum("hid,jd->hij", p["q_pe"], p["k_pe"])
+    s = p["q_nope"] @ p["k_nope"].transpose(0, 2, 1) + p["q_pe"] @ p["k_pe"].T   # matmul: BLAS, where einsum is not
     s = s * m["mscale"] / math.sqrt(m["nope"] + m["rope"])
     allowed = scores.causal(n) if selected is None else scores.causal(n) & selected
     s = np.where(allowed, s, -np.inf)
