@@ -147,3 +147,16 @@ def test_an_indexer_tensor_of_the_wrong_shape_is_named(checkpoint, tmp_path, cap
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert f"{key}: has shape (56, 10); expected (64, 10)" in err, err
+
+
+def test_the_traced_layer_attention_is_left_to_the_trace(checkpoint, monkeypatch):
+    """from_model runs the earlier blocks' attention only: the traced layer's scores, choice and
+    heads are the trace's to compute (at 4096 tokens they cost minutes twice over)."""
+    from tracer.models import dsa_block
+    name, folder, _ = checkpoint
+    ran, attend = [], dsa_block.attend
+    monkeypatch.setattr(dsa_block, "attend", lambda p, *a: ran.append(p["c_kv"].shape) or attend(p, *a))
+    for layer in range(3):
+        ran.clear()
+        layer_arrays(folder, TEXT, layer)
+        assert len(ran) == layer, f"{name} layer {layer}: {len(ran)} blocks' attention run for it"

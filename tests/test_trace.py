@@ -115,6 +115,18 @@ def test_lazy_equals_eager_in_any_order(layout):
         np.testing.assert_array_equal(lazy[step_id], eager[step_id], err_msg=step_id)
 
 
+def test_a_lazy_trace_computes_each_head_once(monkeypatch):
+    """compute_all on a lazy trace: each head once, the output from the z every head keeps when
+    its other steps are let go (not each evicted head computed again for the output)."""
+    from tracer import compute
+    sc, _ = scenario(heads=4, mask="causal", residual={"norm": "layer"})
+    ran, stage_head = [], compute.stage_head
+    monkeypatch.setattr(compute, "stage_head", lambda run, h: ran.append(h) or stage_head(run, h))
+    lazy = tracer.run(sc, lazy=True, engine="stages").compute_all()
+    assert ran == [0, 1, 2, 3]
+    np.testing.assert_array_equal(lazy["residual"], tracer.run(sc, engine="stages")["residual"])
+
+
 @pytest.mark.parametrize("layout", ["rows", "columns"])
 def test_weights_add_up_to_one_and_masked_cells(layout):
     sc, _ = scenario(layout, heads=1, mask="causal")

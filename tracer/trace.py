@@ -263,7 +263,9 @@ class Trace:
             self._record({sid: self._decoded.view(sid)})
 
     def _tail(self) -> None:
-        arrays = compute.tail(self, [self._head(h) for h in range(self.heads)])
+        # each head's z (gated) as held: a lazy trace keeps it when it lets the head's other steps go
+        held = [self._data.get(self._ids[h].get("gated", self._ids[h]["z"])) for h in range(self.heads)]
+        arrays = compute.tail(self, [self._head(h) if z is None else z for h, z in enumerate(held)])
         self._record(arrays)
         if not all(np.isfinite(a).all() for a in arrays.values()):
             overflow(self, [s for s in self.steps if s.head is None and s.id != "x"])

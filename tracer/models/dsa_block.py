@@ -72,19 +72,30 @@ def read_layer(t: Tensors, c, pre: str, i: int) -> dict:
     return w
 
 
-def indexer(h: np.ndarray, c_q: np.ndarray, w: dict, c, theta: np.ndarray) -> dict:
-    """idx.q (token × heads·d_I), idx.k (token × d_I), idx.w (token × heads), idx.scores (query ×
-    key, causal) and idx.selected (query × key, bool): the lightning indexer of one layer."""
-    H, d, r = c.index["heads"], c.index["dim"], c.mla["rope"]
+def index_inputs(h: np.ndarray, c_q: np.ndarray, w: dict, c, theta: np.ndarray) -> dict:
+    """idx.q (token × heads·d_I), idx.k (token × d_I) and idx.w (token × heads): what the lightning
+    indexer of one layer scores with (a trace of that layer scores and chooses itself)."""
+    H, d = c.index["heads"], c.index["dim"]
     f = rope.attention_factor(c.rope)
     q = (c_q @ w["idx_q"].T).reshape(-1, H, d)
     q = rotary.turn(q.transpose(1, 0, 2), theta, c.index["style"], "first", f).transpose(1, 0, 2)
     k = rotary.turn(layer_norm(h @ w["idx_k"].T, w["idx_gain"], w["idx_bias"], LATENT_EPS), theta,
                     c.index["style"], "first", f)
-    wts = scores.head_weights(h, w["idx_w"])
-    s = scores.index_scores(q, k, wts, d ** -0.5, scores.causal(len(h)))
-    return {"idx.q": q.reshape(len(h), H * d), "idx.k": k, "idx.w": wts, "idx.scores": s,
-            "idx.selected": topk.select(s, c.index["topk"])}
+    return {"idx.q": q.reshape(len(h), H * d), "idx.k": k, "idx.w": scores.head_weights(h, w["idx_w"])}
+
+
+def indexer(h: np.ndarray, c_q: np.ndarray, w: dict, c, theta: np.ndarray) -> dict:
+    """index_inputs, then idx.scores (query × key, causal) and idx.selected (query × key, bool):
+    the lightning indexer of one layer."""
+    p = index_inputs(h, c_q, w, c, theta)
+    q = p["idx.q"].reshape(len(h), c.index["heads"], c.index["dim"])
+    s = scores.index_scores(q, p["idx.k"], p["idx.w"], c.index["dim"] ** -0.5, scores.causal(len(h)))
+    return {**p, "idx.scores": s, "idx.selected": topk.select(s, c.index["topk"])}
+
+
+def compressed_query(h: np.ndarray, w: dict) -> np.ndarray:
+    """c_q = RMSNorm(h·W_DQ): the normed latent query both the attention and the indexer read."""
+    return rms(h @ w["q_a"].T, w["q_norm"], LATENT_EPS)
 
 
 def latent(h: np.ndarray, w: dict, c, theta: np.ndarray) -> dict:
@@ -92,7 +103,7 @@ def latent(h: np.ndarray, w: dict, c, theta: np.ndarray) -> dict:
     (heads × token × …) q_nope, q_pe (turned), k_nope and v rebuilt from the latent."""
     m, H, n = c.mla, c.heads, len(h)
     f = rope.attention_factor(c.rope)
-    p = {"c_q": rms(h @ w["q_a"].T, w["q_norm"], LATENT_EPS)}
+    p = {"c_q": compressed_query(h, w)}
     q = (p["c_q"] @ w["q_b"].T).reshape(n, H, m["nope"] + m["rope"]).transpose(1, 0, 2)
     kv = h @ w["kv_a"].T
     p["c_kv"] = rms(kv[:, : m["kv_rank"]], w["kv_norm"], LATENT_EPS)
@@ -107,7 +118,7 @@ def attend(p: dict, w: dict, c, selected: np.ndarray | None) -> dict:
     """scores = (q_nope·k_nopeᵀ + q_pe·k_peᵀ)·mscale²/√(nope + rope) over the keys each query may
     read (earlier and `selected`; None: every earlier key), softmax, z = weights·v, out = z·W_O."""
     m, n = c.mla, p["c_kv"].shape[0]
-    s = np.einsum("hid,hjd->hij", p["q_nope"], p["k_nope"]) + np.einsum("hid,jd->hij", p["q_pe"], p["k_pe"])
+    s = p["q_nope"] @ p["k_nope"].transpose(0, 2, 1) + p["q_pe"] @ p["k_pe"].T   # matmul: BLAS, where einsum is not
     s = s * m["mscale"] / math.sqrt(m["nope"] + m["rope"])
     allowed = scores.causal(n) if selected is None else scores.causal(n) & selected
     s = np.where(allowed, s, -np.inf)
@@ -144,6 +155,14 @@ def layer(x: np.ndarray, t: Tensors, c, pre: str, i: int, shared: np.ndarray | N
     p.update(indexer(h, p["c_q"], w, c, theta) if c.index["types"][i] == "full" else {"idx.selected": shared})
     p.update(attend(p, w, c, p["idx.selected"]))
     return p
+
+
+def traced_indexer(x: np.ndarray, t: Tensors, c, pre: str, i: int) -> dict:
+    """What a trace of block i takes of its indexer for the residual x entering it: idx.q, idx.k and
+    idx.w only (the trace computes the scores, the choice and the attention itself)."""
+    w = read_layer(t, c, pre, i)
+    h = rms(x, w["norm_in"], c.eps)
+    return index_inputs(h, compressed_query(h, w), w, c, rotary.angles(c.rope, np.arange(len(x)), c.mla["rope"]))
 
 
 def run(folder, ids: list[int], upto: int) -> list[dict]:

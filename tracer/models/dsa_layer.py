@@ -16,30 +16,31 @@ def stream(tensors, cfg, ids: list[int], layer: int) -> tuple[np.ndarray, dict]:
     its layer computed them, or, for a layer that reuses the choice of the full layer before it,
     that choice."""
     c, n = cfg.parts["indexer"], len(ids)
-    # as layer._stream counts a block's working memory, and the indexer's heads × n × n votes beside it
-    need = 8 * ((3 * cfg.heads + c.index["heads"]) * n * n + n * (4 * cfg.d_model + 3 * cfg.inner))
+    # as layer._stream counts a block's working memory, and the indexer's heads × n × n votes beside it;
+    # only the earlier blocks' attention runs here (the traced layer's is the trace's own)
+    votes = (3 * cfg.heads + c.index["heads"]) * n * n if layer else 0
+    need = 8 * (votes + n * (4 * cfg.d_model + 3 * cfg.inner))
     if not memory.fits(need):
         raise ScenarioError("model.text", f"gives {n} tokens; running blocks 0 to {layer} on them "
                             f"{memory.shortfall(need)}")
     pre = "model." if "model.embed_tokens.weight" in tensors else ""
     x = tensors.rows(pre + "embed_tokens.weight", list(ids))
     chosen, full = None, 0
-    for i in range(layer + 1):
+    for i in range(layer):
         p = dsa_block.layer(x, tensors, c, pre, i, chosen)
-        if i == layer:
-            break
         chosen, full = p["idx.selected"], i if c.index["types"][i] == "full" else full
-        x = p["residual"] = x + p["out"]
+        x = x + p["out"]
         x = x + dsa_block.mlp(dsa_block.rms(x, tensors[f"{pre}layers.{i}.post_attention_layernorm.weight"], c.eps),
                               tensors, c, pre, i)
     index = c.index
     sparse = dict(topk=index["topk"])
     if index["types"][layer] == "full":
-        sparse.update(scale=index["dim"] ** -0.5, given={key: p[f"idx.{key}"] for key in "qkw"},
+        given = dsa_block.traced_indexer(x, tensors, c, pre, layer)
+        sparse.update(scale=index["dim"] ** -0.5, given={key: given[f"idx.{key}"] for key in "qkw"},
                       rope=dict(dims=c.mla["rope"], style=index["style"]))
     else:
         sparse["shared"] = dict(selected=chosen.astype(np.int8), layer=full)
-    return p["x"], sparse
+    return x, sparse
 
 
 def said(arrays: dict) -> str | None:
