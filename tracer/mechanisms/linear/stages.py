@@ -36,13 +36,14 @@ def staged(sc, which: str, index: int, a: np.ndarray) -> dict:
 
 def gated_z(run, h: int, o: np.ndarray, ids: dict) -> np.ndarray:
     """z = RMSNorm(o)·g·act(source·W_Z) under a checkpoint's gated norm, else o; `h` a slice of heads
-    and `o` stacked (heads × n × d_v): those heads' at once."""
+    and `o` stacked (heads × n × d_v): those heads' at once. In the run's dtype, as the projections."""
     norm = run.scenario.linear.get("norm")
     if norm is None:
         return o.copy()
-    source = run.held(run.step(ids["q"]).inputs[0]).astype(np.float64)
-    return gated_rms_norm(o.astype(np.float64), source @ norm["w_z"][h], norm["gain"], norm["eps"],
-                          norm["act"]).astype(o.dtype)
+    dt = o.dtype
+    source = run.held(run.step(ids["q"]).inputs[0])
+    return gated_rms_norm(o, np.matmul(source, norm["w_z"][h].astype(dt)), norm["gain"].astype(dt), dt.type(norm["eps"]),
+                          norm["act"]).astype(dt, copy=False)
 
 
 # ------------------------------------------------------------------ the stages' steps
