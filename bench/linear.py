@@ -8,8 +8,9 @@ tracer.run(..., lazy=False): every step kept, in float32 and in float64), attnsi
 (its states, outputs and implicit weights: the compiled kernel alone, and the whole layer from its
 projections to W_O) and transformers' forward of the same layer (its PyTorch fallback, as on any
 machine without flash-linear-attention): seconds (best of REPS after a warm-up) and peak memory (the
-growth of the resident set), each as a ratio to transformers'. Last, what each kind of layer keeps
-while generating.
+growth of the resident set), each as a ratio to transformers'; then, in one process taking turns (so
+that a loaded machine slows each alike), transformers' forward against attnsim's trace. Last, what
+each kind of layer keeps while generating.
 """
 from __future__ import annotations
 
@@ -88,6 +89,25 @@ def probe_trace(folder: Path, dtype: str) -> dict:
     return {**out, "scenario": scenario_seconds}
 
 
+def probe_round_robin(folder: Path) -> dict:
+    """In one process, turn about (bench.measure.round_robin: the same load for each): transformers'
+    forward of the layer and attnsim's trace in float32 and float64; median seconds of each."""
+    import torch
+    import transformers
+    import tracer
+    from .measure import round_robin
+    model = transformers.Qwen3_5ForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    mixer, x = model.model.layers[LAYER].linear_attn, torch.from_numpy(stream(model.config.hidden_size))[None]
+    sc = tracer.from_model(folder, TEXT, LAYER)
+
+    def theirs():
+        with torch.no_grad():
+            return mixer(x)
+    calls = {"transformers": theirs, **{dtype: (lambda dtype=dtype: tracer.run(sc, dtype=dtype, lazy=False))
+                                        for dtype in ("float32", "float64")}}
+    return round_robin(calls, REPS)
+
+
 def probe_attnsim(folder: Path, keep: str) -> dict:
     """keep: "all" (every state and the implicit weights), "implicit" (no states), "o" (outputs only),
     or "kernel" (the recurrence alone, everything kept, its inputs ready)."""
@@ -159,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.probe:
         contender, folder, *keep = args.probe
         got = probe_attnsim(Path(folder), keep[0]) if contender == "attnsim" else \
-            probe_trace(Path(folder), keep[0]) if contender == "trace" else probe_transformers(Path(folder))
+            probe_trace(Path(folder), keep[0]) if contender == "trace" else \
+            probe_round_robin(Path(folder)) if contender == "round_robin" else probe_transformers(Path(folder))
         print(json.dumps(got))
         return 0
     with tempfile.TemporaryDirectory(prefix="attnsim-bench-linear-") as tmp:
@@ -172,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         b = np.load(Path(tmp) / "transformers.npy", allow_pickle=False)
         differ = float(np.abs(a - b).max() / np.abs(b).max())
         trace_differ = trace_against_transformers(Path(tmp))
+        turns = fresh_probe("bench.linear", "round_robin", tmp)
     base = theirs["seconds"]
     print(f"Qwen3.5-0.8B shapes, one linear layer, {TOKENS} tokens, float32 (load average {os.getloadavg()[0]:.2f}, "
           f"torch threads {theirs['threads']}; each in a fresh process, best of {REPS}):")
@@ -181,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
               f"kept): {got['seconds']:.3f} s ({got['seconds'] / base:.2f}× transformers'), peak "
               f"{got['peak'] / 2**20:.0f} MiB; from_model {got['scenario']:.3f} s; its out differs from transformers' "
               f"forward on its normed input by {trace_differ[dtype]:.1e} of the largest value")
+    print(f"  in one process, taking turns (median of {REPS}): transformers' forward {turns['transformers']:.3f} s; "
+          + "; ".join(f"attnsim's trace in {dtype} {turns[dtype]:.3f} s ({turns[dtype] / turns['transformers']:.2f}×)"
+                      for dtype in ("float32", "float64")))
     words = {"all": "the layer, every state and the implicit weights kept",
              "implicit": "the layer, the implicit weights kept, no states", "o": "the layer, outputs only",
              "kernel": "the kernel alone (states, o, implicit; inputs ready)"}

@@ -1,6 +1,7 @@
-"""A linear layer's numbers for one head, once its queries, keys and values are projected: the
-decay and β the section gives, every token's state, the outputs, the implicit weights, and z.
-heads.py chooses the NumPy twin (a tiny layer) or the compiled kernel; nothing here forms scores."""
+"""A linear layer's numbers in a trace: the projections and their stages (the convolution, the L2
+norm), the decay and β the section gives, every token's state, the outputs, the implicit weights,
+and z; every head at once where the trace keeps them all, else the head asked for. heads.py chooses
+the NumPy twin (a tiny layer) or the compiled kernel; nothing here forms scores."""
 from __future__ import annotations
 
 import math
