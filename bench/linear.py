@@ -154,9 +154,10 @@ def trace_against_transformers(folder: Path) -> dict:
     model = transformers.Qwen3_5ForCausalLM.from_pretrained(folder, dtype=torch.float64).eval()
     mixer, got = model.model.layers[LAYER].linear_attn, {}
     for dtype in ("float32", "float64"):
+        h = np.load(folder / f"trace-{dtype}-in.npy", allow_pickle=False).astype(np.float64)
         with torch.no_grad():
-            want = mixer(torch.from_numpy(np.load(folder / f"trace-{dtype}-in.npy").astype(np.float64))[None])[0].numpy()
-        ours = np.load(folder / f"trace-{dtype}-out.npy")
+            want = mixer(torch.from_numpy(h)[None])[0].numpy()
+        ours = np.load(folder / f"trace-{dtype}-out.npy", allow_pickle=False)
         got[dtype] = float(np.abs(ours - want).max() / np.abs(want).max())
     return got
 

@@ -65,7 +65,8 @@ def test_each_layer_s_kind_memory_and_roles(viewed, capsys):
             lin = getattr(text, "linear_attn_config", None)
             heads, d_k, d_v = (lin["num_heads"], lin["head_dim"], lin["head_dim"]) if lin else \
                 (text.linear_num_value_heads, text.linear_key_head_dim, text.linear_value_head_dim)
-            assert row["kind"].startswith("linear (") and (row["state"], row["cache_per_token"]) == (heads * d_k * d_v, 0)
+            assert row["kind"].startswith("linear (")
+            assert (row["state"], row["cache_per_token"]) == (heads * d_k * d_v, 0)
             a = np.stack([implicit(want["q"][h].astype(float), want["k"][h].astype(float), want["decay"][h],
                                    want["beta"][h]) for h in range(heads)])
         else:

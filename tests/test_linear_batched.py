@@ -29,7 +29,8 @@ def unit(a):
 
 
 def recurrence(q, k, v, alpha, beta, rule):
-    """(states, o): S ← diag(α)·S, then the delta rule's β·k·(v − Sᵀk)ᵀ or the decay rule's k·vᵀ; o = Sᵀq."""
+    """(states, o): S ← diag(α)·S, then the delta rule's β·k·(v − Sᵀk)ᵀ or the decay rule's k·vᵀ;
+    o = Sᵀq."""
     S, states, o = np.zeros((k.shape[1], v.shape[1])), [], []
     for t in range(len(k)):
         S = np.resize(alpha[t], k.shape[1])[:, None] * S

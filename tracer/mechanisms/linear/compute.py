@@ -109,5 +109,6 @@ def _heads(run, heads: list[int], K) -> list[tuple[dict, bool]]:
         ids = run.plan_ids(h)
         steps = {ids[kind]: a for kind, a in arrays.items() if kind in ids}
         # the kernel's states that left the range reach o (o_t = S_tᵀ·q̂_t, ∞·0 is NaN): o vouches for them
-        out.append((steps, all(np.isfinite(a).all() for sid, a in steps.items() if sid != ids["state"] or not compiled)))
+        checked = [a for sid, a in steps.items() if sid != ids["state"] or not compiled]
+        out.append((steps, all(np.isfinite(a).all() for a in checked)))
     return out

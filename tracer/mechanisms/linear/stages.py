@@ -42,8 +42,8 @@ def gated_z(run, h: int, o: np.ndarray, ids: dict) -> np.ndarray:
         return o.copy()
     dt = o.dtype
     source = run.held(run.step(ids["q"]).inputs[0])
-    return gated_rms_norm(o, np.matmul(source, norm["w_z"][h].astype(dt)), norm["gain"].astype(dt), dt.type(norm["eps"]),
-                          norm["act"]).astype(dt, copy=False)
+    gate = np.matmul(source, norm["w_z"][h].astype(dt))
+    return gated_rms_norm(o, gate, norm["gain"].astype(dt), dt.type(norm["eps"]), norm["act"]).astype(dt, copy=False)
 
 
 # ------------------------------------------------------------------ the stages' steps
