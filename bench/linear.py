@@ -2,11 +2,15 @@
 and 16 value heads of 128, a causal convolution of 4; softmax layers of 8 query heads over 2 key/value
 heads of 256) on 1024 tokens, in float32. A checkpoint with those shapes (random weights, one period
 of the layer pattern: 3 linear layers and a softmax one, a small vocabulary) is written once by
-transformers to a temporary folder; then, each in a fresh process, attnsim computes layer 0's states
-(every token's), outputs and implicit weights (the compiled kernel alone, and the whole layer from
-its projections to W_O) and transformers runs the same layer's forward (its PyTorch fallback, as on
-any machine without flash-linear-attention): seconds (best of 3 after a warm-up) and peak memory (the
-growth of the resident set). Last, what each kind of layer keeps while generating.
+transformers to a temporary folder (with a word-level tokenizer); then, each in a fresh process,
+attnsim's trace of layer 0 as a user runs it (tracer.from_model on 1024 tokens, then
+tracer.run(..., lazy=False): every step kept, in float32 and in float64), attnsim's layer alone
+(its states, outputs and implicit weights: the compiled kernel alone, and the whole layer from its
+projections to W_O) and transformers' forward of the same layer (its PyTorch fallback, as on any
+machine without flash-linear-attention): seconds (best of REPS after a warm-up) and peak memory (the
+growth of the resident set), each as a ratio to transformers'; then, in one process taking turns (so
+that a loaded machine slows each alike), transformers' forward against attnsim's trace. Last, what
+each kind of layer keeps while generating.
 """
 from __future__ import annotations
 
@@ -32,12 +36,20 @@ TEXT_CONFIG = dict(hidden_size=1024, num_attention_heads=8, num_key_value_heads=
                    num_hidden_layers=4, vocab_size=4096, tie_word_embeddings=True)
 
 
+TEXT = " ".join(f"w{i % 50}" for i in range(TOKENS))   # TOKENS tokens of the word-level tokenizer below
+
+
 def write_checkpoint(folder: Path) -> None:
+    """The model's weights, and a word-level tokenizer of 50 words (what tracer.from_model reads)."""
     import torch
     import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers
     torch.manual_seed(0)
     model = transformers.Qwen3_5ForCausalLM(transformers.Qwen3_5TextConfig(**TEXT_CONFIG))
     model.save_pretrained(folder, safe_serialization=True)
+    tok = Tokenizer(models.WordLevel({f"w{i}": i for i in range(50)} | {"<unk>": 51}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.save(str(folder / "tokenizer.json"))
 
 
 def stream(d_model: int, tokens: int = TOKENS) -> np.ndarray:
@@ -59,6 +71,41 @@ def measured(call, warm) -> dict:
         times.append(time.perf_counter() - start)
     out["seconds"] = min(times)
     return out
+
+
+def probe_trace(folder: Path, dtype: str) -> dict:
+    """The engine's whole trace of the layer, as a user runs it: tracer.from_model on the text (its
+    seconds apart), then tracer.run(..., lazy=False), every step kept (states, implicit weights, z,
+    out); saves the layer's input (after its norm) and output for the comparison with transformers."""
+    import tracer
+    warm_scenario = tracer.from_model(folder, " ".join(TEXT.split()[:8]), LAYER)
+    start = time.perf_counter()
+    sc = tracer.from_model(folder, TEXT, LAYER)
+    scenario_seconds = time.perf_counter() - start
+    out = measured(lambda: tracer.run(sc, dtype=dtype, lazy=False), lambda: tracer.run(warm_scenario, dtype=dtype))
+    trace = tracer.run(sc, dtype=dtype, lazy=False)
+    np.save(folder / f"trace-{dtype}-in.npy", trace.rows("norm_in"))
+    np.save(folder / f"trace-{dtype}-out.npy", trace.rows("out"))
+    return {**out, "scenario": scenario_seconds}
+
+
+def probe_round_robin(folder: Path) -> dict:
+    """In one process, turn about (bench.measure.round_robin: the same load for each): transformers'
+    forward of the layer and attnsim's trace in float32 and float64; median seconds of each."""
+    import torch
+    import transformers
+    import tracer
+    from .measure import round_robin
+    model = transformers.Qwen3_5ForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    mixer, x = model.model.layers[LAYER].linear_attn, torch.from_numpy(stream(model.config.hidden_size))[None]
+    sc = tracer.from_model(folder, TEXT, LAYER)
+
+    def theirs():
+        with torch.no_grad():
+            return mixer(x)
+    calls = {"transformers": theirs, **{dtype: (lambda dtype=dtype: tracer.run(sc, dtype=dtype, lazy=False))
+                                        for dtype in ("float32", "float64")}}
+    return round_robin(calls, REPS)
 
 
 def probe_attnsim(folder: Path, keep: str) -> dict:
@@ -99,6 +146,22 @@ def probe_transformers(folder: Path) -> dict:
     return {**out, "threads": torch.get_num_threads()}
 
 
+def trace_against_transformers(folder: Path) -> dict:
+    """Each trace's `out` against transformers' forward of the same layer on the trace's own normed
+    input: the largest difference as a share of the largest value, by dtype."""
+    import torch
+    import transformers
+    model = transformers.Qwen3_5ForCausalLM.from_pretrained(folder, dtype=torch.float64).eval()
+    mixer, got = model.model.layers[LAYER].linear_attn, {}
+    for dtype in ("float32", "float64"):
+        h = np.load(folder / f"trace-{dtype}-in.npy", allow_pickle=False).astype(np.float64)
+        with torch.no_grad():
+            want = mixer(torch.from_numpy(h)[None])[0].numpy()
+        ours = np.load(folder / f"trace-{dtype}-out.npy", allow_pickle=False)
+        got[dtype] = float(np.abs(ours - want).max() / np.abs(want).max())
+    return got
+
+
 def footprint_lines() -> list[str]:
     from tracer.mechanisms.linear.footprint import footprint, kv_per_token
     c = TEXT_CONFIG
@@ -116,21 +179,34 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.probe:
         contender, folder, *keep = args.probe
-        got = probe_attnsim(Path(folder), keep[0]) if contender == "attnsim" else probe_transformers(Path(folder))
+        got = probe_attnsim(Path(folder), keep[0]) if contender == "attnsim" else \
+            probe_trace(Path(folder), keep[0]) if contender == "trace" else \
+            probe_round_robin(Path(folder)) if contender == "round_robin" else probe_transformers(Path(folder))
         print(json.dumps(got))
         return 0
     with tempfile.TemporaryDirectory(prefix="attnsim-bench-linear-") as tmp:
         print("bench.linear: writing a Qwen3.5-0.8B-shape checkpoint …", file=sys.stderr, flush=True)
         write_checkpoint(Path(tmp))
         theirs = fresh_probe("bench.linear", "transformers", tmp)
+        traces = {dtype: fresh_probe("bench.linear", "trace", tmp, dtype) for dtype in ("float32", "float64")}
         ours = {keep: fresh_probe("bench.linear", "attnsim", tmp, keep) for keep in ("all", "implicit", "o", "kernel")}
         a = np.load(Path(tmp) / "attnsim-o.npy", allow_pickle=False)
         b = np.load(Path(tmp) / "transformers.npy", allow_pickle=False)
         differ = float(np.abs(a - b).max() / np.abs(b).max())
+        trace_differ = trace_against_transformers(Path(tmp))
+        turns = fresh_probe("bench.linear", "round_robin", tmp)
     base = theirs["seconds"]
     print(f"Qwen3.5-0.8B shapes, one linear layer, {TOKENS} tokens, float32 (load average {os.getloadavg()[0]:.2f}, "
           f"torch threads {theirs['threads']}; each in a fresh process, best of {REPS}):")
     print(f"  transformers' forward of the layer: {base:.3f} s, peak {theirs['peak'] / 2**20:.0f} MiB")
+    for dtype, got in traces.items():
+        print(f"  attnsim's trace (tracer.from_model, then tracer.run(..., dtype=\"{dtype}\", lazy=False): every step "
+              f"kept): {got['seconds']:.3f} s ({got['seconds'] / base:.2f}× transformers'), peak "
+              f"{got['peak'] / 2**20:.0f} MiB; from_model {got['scenario']:.3f} s; its out differs from transformers' "
+              f"forward on its normed input by {trace_differ[dtype]:.1e} of the largest value")
+    print(f"  in one process, taking turns (median of {REPS}): transformers' forward {turns['transformers']:.3f} s; "
+          + "; ".join(f"attnsim's trace in {dtype} {turns[dtype]:.3f} s ({turns[dtype] / turns['transformers']:.2f}×)"
+                      for dtype in ("float32", "float64")))
     words = {"all": "the layer, every state and the implicit weights kept",
              "implicit": "the layer, the implicit weights kept, no states", "o": "the layer, outputs only",
              "kernel": "the kernel alone (states, o, implicit; inputs ready)"}

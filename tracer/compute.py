@@ -205,11 +205,11 @@ def _stage_head(run, h: int, K) -> tuple[dict, bool]:
         return {ids[kind]: arr for kind, arr in zip(("q", "k", "v", *_ATTEND), arrays) if kind in ids}, finite
     if sc.mla is not None:   # latent attention: its own projections, then the same attend
         return _latent_head(run, h, K, ids, allowed)
-    kv = key_values(run, h, K)
-    got = {"q": project_one(K, run.held(run.step(ids["q"]).inputs[0]), sc.w_q[h], None if sc.b_q is None else sc.b_q[h], dt)}
     if sc.linear is not None:                                        # linear attention: a state, no scores
         from .mechanisms.linear import compute as linear
-        return linear.head(run, h, got["q"], kv, ids)
+        return linear.head(run, h, K)
+    kv = key_values(run, h, K)
+    got = {"q": project_one(K, run.held(run.step(ids["q"]).inputs[0]), sc.w_q[h], None if sc.b_q is None else sc.b_q[h], dt)}
     if sc.q_norm is not None and not sc.qk_norm_after_rope:         # QK-norm
         got["q_norm"] = qk_norm.normed_one(K, run, "q", h, got["q"])
     if sc.rope is not None:                                          # rotary positions

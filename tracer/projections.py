@@ -60,7 +60,7 @@ def _batched(run, heads: list[int]):
         q = normed_all(run, "q", heads, q)
     per = sc.heads // sc.groups
     groups = list(range(heads[0] // per, heads[-1] // per + 1))
-    kv = _group_kv(run, groups, ids[0], per)
+    kv = group_kv(run, groups, ids[0], per)
     for g, got in zip(groups, kv):
         extra.update({run.plan_ids(g * per)[kind]: a for kind, a in got.items()})
     if sc.rope is not None:
@@ -81,7 +81,7 @@ def _batched(run, heads: list[int]):
     return q, k, v, extra
 
 
-def _group_kv(run, groups: list[int], first_ids: dict, per: int) -> list[dict]:
+def group_kv(run, groups: list[int], first_ids: dict, per: int) -> list[dict]:
     """Each group's keys and values (and rotated keys), reused when a trace already holds them."""
     sc, dt = run.scenario, run.dtype
     held = [run.plan_ids(g * per) for g in groups]

@@ -60,6 +60,7 @@ class ModelView:
     def compute(self) -> Iterator[LayerRow]:
         """Streams the checkpoint, appending and yielding each layer's row as it is done."""
         from . import dense2026, deepseek_v4
+        from ..models.hybrid_config import Hybrid
         from .walk import layers
         if self.source is None:
             return
@@ -67,6 +68,8 @@ class ModelView:
         found = roles.patterns(self.ids)
         walk = dense2026.layers if isinstance(cfg, dict) else layers   # a dict: a dense 2026 family's config.json
         walk = deepseek_v4.layers if self.model_type == "deepseek_v4" else walk   # tensors: its folder
+        if isinstance(cfg, Hybrid):   # linear layers beside softmax ones (model_view/hybrid.py)
+            from .hybrid import layers as walk
         for kind, seen in walk(tensors, cfg, self.ids):
             scores = roles.scores(seen.matrices[..., :len(self.ids)], found)   # the tokens' keys (V4: entries after)
             small = np.stack([tiles.shrink(a, signed=seen.signed) for a in seen.matrices]).astype(np.float32)
@@ -122,7 +125,9 @@ def open_view(model, text=None, *, context: int | None = None, base=None) -> Mod
     import os
     from ..checks import kind as what
     from ..models.config import config_json, read_config
+    from ..models import hybrid_layer
     from ..models.dense2026 import traced
+    from ..models.hybrid_config import hybrid_of
     from ..models.dense2026.settings import text_config
     from . import dense2026
     from ..models.tokens import encode
@@ -143,6 +148,13 @@ def open_view(model, text=None, *, context: int | None = None, base=None) -> Mod
         dtype, size = dense2026.itemsize(tensors)
         return ModelView(name or os.fspath(folder), inner["model_type"], inner["num_hidden_layers"], pieces, ids,
                          context or len(ids), dtype, size, [], (tensors, data))
+    if hybrid_layer.is_hybrid(data):   # linear layers beside softmax ones (model_view/hybrid.py)
+        from . import hybrid
+        cfg, tensors = hybrid_of(data), Tensors(folder)
+        ids, pieces = encode(folder, text, 1 << 20)
+        dtype, size = hybrid.itemsize(tensors)
+        return ModelView(name or os.fspath(folder), cfg.model_type, cfg.layers, pieces, ids, context or len(ids),
+                         dtype, size, [], (tensors, cfg))
     cfg = read_config(folder)
     ids, pieces = encode(folder, text, cfg.positions)
     tensors = Tensors(folder)

@@ -99,7 +99,8 @@ class DialogsMixin:
             head, trace = chosen
             if trace is not self.trace:   # a head of another layer of the model: that layer opens
                 self._apply(replace(self.session, scenario=trace.scenario), trace)
-                self.go(nearest_step(trace, make_id("weights", head), "weights", head))
+                shown = "weights" if trace.scenario.linear is None else "implicit"   # what the head's tile drew
+                self.go(nearest_step(trace, make_id(shown, head), shown, head))
                 self.head = head
                 return
             self.head = head

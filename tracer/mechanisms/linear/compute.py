@@ -1,15 +1,16 @@
-"""A linear layer's numbers for one head, once its queries, keys and values are projected: the
-decay and β the section gives, every token's state, the outputs, the implicit weights, and z.
-heads.py chooses the NumPy twin (a tiny layer) or the compiled kernel; nothing here forms scores."""
+"""A linear layer's numbers in a trace: the projections and their stages (the convolution, the L2
+norm), the decay and β the section gives, every token's state, the outputs, the implicit weights,
+and z; every head at once where the trace keeps them all, else the head asked for. heads.py chooses
+the NumPy twin (a tiny layer) or the compiled kernel; nothing here forms scores."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from ...projections import latest
-from .formula import uses_beta
-from .heads import all_heads
+from ...kernels import matmul
+from ...projections import group_kv, key_values, latest, project_one
+from .heads import all_heads, compiles
 from .reader import refuse_run
 from .stages import gated_z, staged
 
@@ -35,32 +36,79 @@ def scale_words(arithmetic, d_k: int) -> str:
     return f"q̂ = q ÷ {c:g}"
 
 
-def gates(sc, h: int, dtype) -> tuple[np.ndarray, np.ndarray | None]:
-    """Head h's decay (n × 1, or n × d_k under kda) and β (n entries, None under the decay rule); a
-    decode's prompt (the scenario cut to its first tokens) takes the first rows."""
+def gates(sc, h, dtype) -> tuple[np.ndarray, np.ndarray | None]:
+    """Head h's decay (n × 1, or n × d_k under kda) and β (n entries, None under the decay rule), or
+    those of a slice of heads, stacked; a decode's prompt (the scenario cut to its first tokens) takes
+    the first rows."""
     lin, n = sc.linear, sc.n
     beta = lin["beta"]
-    return (np.ascontiguousarray(lin["alpha"][h][:n], dtype=dtype),
-            None if beta is None else np.ascontiguousarray(beta[h][:n], dtype=dtype))
+    return (np.ascontiguousarray(lin["alpha"][h, :n], dtype=dtype),
+            None if beta is None else np.ascontiguousarray(beta[h, :n], dtype=dtype))
 
 
-def head(run, h: int, q: np.ndarray, kv: dict, ids: dict) -> tuple[dict, bool]:
-    """Head h's steps of a linear layer by id, and whether they stayed finite."""
+def head(run, h: int, K) -> tuple[dict, bool]:
+    """Head h's steps of a linear layer by id, and whether they stayed finite. A trace that keeps
+    every head computes them all at its first head, in one compiled call (numba's threads run the
+    heads side by side), and hands each head its share; a lazy trace computes head h alone."""
     refuse_run(run)
+    held = run.memo.setdefault("linear", {})
+    if h not in held:
+        held.clear()
+        heads = [h] if run.lazy else list(range(run.scenario.heads))
+        held.update(zip(heads, _heads(run, heads, K)))
+    return held.pop(h)
+
+
+def _projected(run, heads: list[int], groups: list[int], K, compiled: bool) -> tuple[np.ndarray, list[dict]]:
+    """q of `heads` (stacked) and each group's keys and values by kind: batched on numba's threads
+    (projections.py) for a layer the kernel runs, one product at a time by the stage kernels for a
+    tiny one (which need not load numba)."""
     sc, dt = run.scenario, run.dtype
-    g = h // (sc.heads // sc.groups)
-    kv = {**kv, **staged(sc, "k", g, kv["k"]), **staged(sc, "v", g, kv["v"])}   # the convolution, the L2 norm
-    got_q = {"q": q, **staged(sc, "q", h, q)}
-    q, k, v = got_q[latest(got_q, "query")], kv[latest(kv, "key")], kv[latest(kv, "value")]
-    alpha, beta = gates(sc, h, dt)
-    rule = sc.linear["rule"]
-    q_hat = np.ascontiguousarray(scaled(q, run.arithmetic, sc.d_k), dtype=dt)
-    got = all_heads(q_hat[None], np.ascontiguousarray(k, dtype=dt)[None], np.ascontiguousarray(v, dtype=dt)[None],
-                    alpha[None], None if beta is None else beta[None], rule)
-    n, d_k, d_v = sc.n, sc.d_k, sc.d_v
-    arrays = {**got_q, **kv, "decay": alpha, "state": got.states[0].reshape(n * d_k, d_v), "o": got.o[0],
-              "implicit": got.implicit[0], "z": gated_z(run, h, got.o[0], ids)}
-    if uses_beta(rule):
-        arrays["beta"] = beta[:, None]
-    out = {ids[kind]: a for kind, a in arrays.items() if kind in ids}
-    return out, all(np.isfinite(a).all() for a in out.values())
+    src = run.held(run.step(run.plan_ids(heads[0])["q"]).inputs[0])
+    if not compiled:
+        q = np.stack([project_one(K, src, sc.w_q[h], None if sc.b_q is None else sc.b_q[h], dt) for h in heads])
+        return q, [key_values(run, g * (sc.heads // sc.groups), K) for g in groups]
+    q = matmul(src, np.ascontiguousarray(sc.w_q[heads[0]:heads[-1] + 1], dtype=dt))
+    if sc.b_q is not None:
+        q += sc.b_q[heads[0]:heads[-1] + 1, None, :].astype(dt)
+    return q, group_kv(run, groups, run.plan_ids(heads[0]), sc.heads // sc.groups)
+
+
+def _stages(sc, which: str, index: slice, raw: np.ndarray, chain: str) -> tuple[dict, np.ndarray]:
+    """The stages of q, k or v (stacked) of consecutive heads (groups) at once: ({kind: stacked}, the latest)."""
+    got = staged(sc, which, index, raw)
+    return got, got[latest(got, chain)] if got else raw
+
+
+def _heads(run, heads: list[int], K) -> list[tuple[dict, bool]]:
+    """Each of consecutive `heads`' steps by id, and whether they stayed finite."""
+    sc, dt, n = run.scenario, run.dtype, run.scenario.n
+    per = sc.heads // sc.groups
+    groups = list(range(heads[0] // per, heads[-1] // per + 1))
+    compiled = compiles(len(heads), n, sc.d_k, sc.d_v)
+    q, kv = _projected(run, heads, groups, K, compiled)
+    got_q, q_in = _stages(sc, "q", slice(heads[0], heads[-1] + 1), q, "query")
+    got_q["q"] = q
+    by_group = slice(groups[0], groups[-1] + 1)
+    got_k, k = _stages(sc, "k", by_group, np.stack([g[latest(g, "key")] for g in kv]), "key")
+    got_v, v = _stages(sc, "v", by_group, np.stack([g[latest(g, "value")] for g in kv]), "value")
+    mine = [h // per - groups[0] for h in heads]   # each head's group, as the kernel reads it
+    alpha, beta = gates(sc, slice(heads[0], heads[-1] + 1), dt)
+    got = all_heads(np.ascontiguousarray(scaled(q_in, run.arithmetic, sc.d_k), dtype=dt),
+                    np.ascontiguousarray(k[mine], dtype=dt), np.ascontiguousarray(v[mine], dtype=dt),
+                    alpha, beta, sc.linear["rule"], compiled=compiled)
+    z = gated_z(run, slice(heads[0], heads[-1] + 1), got.o, run.plan_ids(heads[0]))
+    out = []
+    for i, h in enumerate(heads):
+        g = mine[i]
+        arrays = {**kv[g], **{kind: a[i] for kind, a in got_q.items()}, **{kind: a[g] for kind, a in got_k.items()},
+                  **{kind: a[g] for kind, a in got_v.items()}, "decay": alpha[i], "o": got.o[i],
+                  "state": got.states[i].reshape(n * sc.d_k, sc.d_v), "implicit": got.implicit[i], "z": z[i]}
+        if beta is not None:
+            arrays["beta"] = beta[i][:, None]
+        ids = run.plan_ids(h)
+        steps = {ids[kind]: a for kind, a in arrays.items() if kind in ids}
+        # the kernel's states that left the range reach o (o_t = S_tᵀ·q̂_t, ∞·0 is NaN): o vouches for them
+        checked = [a for sid, a in steps.items() if sid != ids["state"] or not compiled]
+        out.append((steps, all(np.isfinite(a).all() for a in checked)))
+    return out

@@ -26,10 +26,11 @@ def softplus(u: np.ndarray) -> np.ndarray:
 
 def causal_conv(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Depthwise causal convolution, then SiLU: x is n × channels, w channels × K (the kernel of
-    channel c is w[c]); out[t, c] = SiLU(Σ_j w[c, j]·x[t − K + 1 + j, c]), tokens before the first zero."""
-    n, K = x.shape[0], w.shape[1]
-    padded = np.concatenate([np.zeros((K - 1, x.shape[1]), dtype=x.dtype), x])
-    out = sum(padded[j:j + n] * w[:, j] for j in range(K))
+    channel c is w[c]); out[t, c] = SiLU(Σ_j w[c, j]·x[t − K + 1 + j, c]), tokens before the first zero.
+    Leading axes (heads: x heads × n × channels, w heads × channels × K) are taken one by one."""
+    n, K = x.shape[-2], w.shape[-1]
+    padded = np.concatenate([np.zeros((*x.shape[:-2], K - 1, x.shape[-1]), dtype=x.dtype), x], axis=-2)
+    out = sum(padded[..., j:j + n, :] * w[..., None, :, j] for j in range(K))
     return silu(out)
 
 

@@ -30,7 +30,7 @@ def all_heads(q: np.ndarray, k: np.ndarray, v: np.ndarray, alpha: np.ndarray, be
     g, _, d_k = k.shape
     _check(q, k, v, alpha, beta, delta)
     if compiled is None:
-        compiled = "numba" in sys.modules or heads * n * (n + d_k * d_v) > TINY_CELLS
+        compiled = compiles(heads, n, d_k, d_v)
     if not compiled:
         return _twin(q, k, v, alpha, beta, rule, states, implicit)
     from ...kernels import blas
@@ -43,6 +43,11 @@ def all_heads(q: np.ndarray, k: np.ndarray, v: np.ndarray, alpha: np.ndarray, be
     with blas.one_thread():   # the kernel's threads each call BLAS (the implicit weights' blocks)
         linear_heads(q, k, v, alpha, np.ascontiguousarray(b), delta, kept, o, A)
     return Heads(kept if states else None, o, A if implicit else None)
+
+
+def compiles(heads: int, n: int, d_k: int, d_v: int) -> bool:
+    """Whether all_heads() runs the compiled kernel for a layer of these sizes (see above)."""
+    return "numba" in sys.modules or heads * n * (n + d_k * d_v) > TINY_CELLS
 
 
 def _twin(q, k, v, alpha, beta, rule, states: bool, implicit: bool) -> Heads:

@@ -17,13 +17,14 @@ _CHAIN = {"q": "query", "k": "key", "v": "value"}
 
 
 def conv_of(sc, which: str, index: int) -> np.ndarray | None:
-    """Head (group) `index`'s kernels of q, k or v: d × K, or None without a convolution."""
+    """Head (group) `index`'s kernels of q, k or v: d × K (a slice of heads: stacked), or None without one."""
     conv = sc.linear.get("conv")
     return None if conv is None else conv[which][index]
 
 
 def staged(sc, which: str, index: int, a: np.ndarray) -> dict:
-    """q, k or v of one head (group) through its stages: {kind: array}."""
+    """q, k or v of one head (group) through its stages: {kind: array}; `index` a slice and `a` stacked
+    (heads × n × d): those heads' at once."""
     got, dt = {}, a.dtype
     w = conv_of(sc, which, index)
     if w is not None:
@@ -34,13 +35,15 @@ def staged(sc, which: str, index: int, a: np.ndarray) -> dict:
 
 
 def gated_z(run, h: int, o: np.ndarray, ids: dict) -> np.ndarray:
-    """z = RMSNorm(o)·g·act(source·W_Z) under a checkpoint's gated norm, else o."""
+    """z = RMSNorm(o)·g·act(source·W_Z) under a checkpoint's gated norm, else o; `h` a slice of heads
+    and `o` stacked (heads × n × d_v): those heads' at once. In the run's dtype, as the projections."""
     norm = run.scenario.linear.get("norm")
     if norm is None:
         return o.copy()
-    source = run.held(run.step(ids["q"]).inputs[0]).astype(np.float64)
-    return gated_rms_norm(o.astype(np.float64), source @ norm["w_z"][h], norm["gain"], norm["eps"],
-                          norm["act"]).astype(o.dtype)
+    dt = o.dtype
+    source = run.held(run.step(ids["q"]).inputs[0])
+    gate = np.matmul(source, norm["w_z"][h].astype(dt))
+    return gated_rms_norm(o, gate, norm["gain"].astype(dt), dt.type(norm["eps"]), norm["act"]).astype(dt, copy=False)
 
 
 # ------------------------------------------------------------------ the stages' steps
