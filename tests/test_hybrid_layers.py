@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 import tiny_hybrid  # noqa: E402
+from tiny_hybrid import close  # noqa: E402
 
 import tracer  # noqa: E402
 from tui.cli import main  # noqa: E402
@@ -33,13 +34,6 @@ def checkpoint(request, tmp_path_factory):
         _built[family] = (folder, tiny_hybrid.run_model(model, list(ids)))
         _models[folder] = model
     return _built[family]
-
-
-def close(got, want, tol=5e-5):
-    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
-    assert got.shape == want.shape
-    scale = max(float(np.abs(want).max()), 1.0)
-    assert float(np.abs(got - want).max()) <= tol * scale, float(np.abs(got - want).max()) / scale
 
 
 def test_every_layer_traced_equals_transformers(checkpoint):

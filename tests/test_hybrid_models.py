@@ -13,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 import tiny_hybrid  # noqa: E402
+from tiny_hybrid import close  # noqa: E402
 
 from tracer.errors import ScenarioError  # noqa: E402
 from tracer.mechanisms.linear.formula import l2norm  # noqa: E402
@@ -38,14 +39,6 @@ def checkpoint(request, tmp_path_factory):
         _built[family] = (folder, model, tiny_hybrid.run_model(model, IDS), hybrid_of(config_json(folder)),
                           Tensors(folder))
     return _built[family]
-
-
-def close(got, want, tol=5e-5):
-    """Equal to float32's precision, relative to the array's scale."""
-    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
-    assert got.shape == want.shape
-    scale = max(float(np.abs(want).max()), 1.0)
-    assert float(np.abs(got - want).max()) <= tol * scale, float(np.abs(got - want).max()) / scale
 
 
 def test_every_layer_equals_transformers(checkpoint):

@@ -163,3 +163,11 @@ def _per_layer(model, res, caught: dict, calls: list, n: int) -> list[dict]:
             got["weights"] = next(attentions)[0].numpy()
         out.append(got)
     return out
+
+
+def close(got, want, tol=5e-5):
+    """Equal to float32's precision, relative to the array's scale."""
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    assert got.shape == want.shape
+    scale = max(float(np.abs(want).max()), 1.0)
+    assert float(np.abs(got - want).max()) <= tol * scale, float(np.abs(got - want).max()) / scale
