@@ -256,6 +256,10 @@ def given_words(trace) -> str:
 
 def arithmetic_words(trace) -> str:
     """The arithmetic in force, in words: `⌊s ÷ 2⌋ for ÷√3, powers 3^s, raw powers, float64`."""
+    from .steps.base import said
+    told = said("arithmetic.words", trace)   # a layer without scores says its own (a linear layer's q̂)
+    if told is not None:
+        return told
     a, d_k = trace.arithmetic, trace.scenario.d_k
     c = a.scale_divisor(d_k)
     if a.scale in ("sqrt", "none"):   # no divisor to write (scale 1: Gemma 4's)

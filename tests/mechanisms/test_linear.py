@@ -223,6 +223,9 @@ def test_exports_hold_the_new_steps(tmp_path, fmt, delta_rule):
     else:
         text = out.read_text(encoding="utf-8")
         assert "h0.state" in text and "−1/2" in text
+        # the sheet's arithmetic is the layer's: q̂ by hand, no scores and no softmax's powers to take
+        line = next(line for line in text.splitlines() if line.startswith("Layout:"))
+        assert "q̂ = ⌊q ÷ 1⌋" in line and "powers 3^s" not in line and "scores ÷" not in line, line
 
 
 def test_l2_true_norms_q_and_k_by_their_length_before_the_recurrence():

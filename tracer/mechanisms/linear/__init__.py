@@ -65,9 +65,16 @@ def _given_words(sc) -> str:
     return f"the {lin['rule']} rule; " + " and ".join(words)
 
 
+def _arithmetic_words(trace) -> str:
+    """The arithmetic a sheet states for a linear layer: how q̂ is made, and no softmax to take."""
+    from .compute import scale_words
+    return f"{scale_words(trace.arithmetic, trace.scenario.d_k)}; no scores and no powers, {trace.arithmetic.dtype}"
+
+
 DECLARATION = Mechanism(
     "linear", "linear attention", field="linear", label="[linear]", keys=("linear",), read=read,
     arguments={"linear": "linear"}, dims=_dims, arrays=_arrays,
     describe=_describe, given_words=_given_words,
     unfillable=lambda sc: "its q and k are divided by √(Σx²), not small fractions" if sc.linear["l2"] else None,
-    fused=False, online=False, arithmetic=refuse_arithmetic)
+    fused=False, online=False, arithmetic=refuse_arithmetic,
+    texts={"arithmetic.words": lambda trace: _arithmetic_words(trace)})   # a sheet's line: no scores, no powers
