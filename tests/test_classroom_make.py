@@ -274,3 +274,19 @@ def test_three_processes_make_one_class(tmp_path):
     seed = json.loads((folder / "key.json").read_text())["seed"]
     assert winners[0].rstrip().endswith(f"seed {seed} (--seed {seed} makes the same class again)")
     assert set(tree(folder)) == sheets_of(2) and leftovers(tmp_path) == ["c"]
+
+
+def test_a_students_sheet_says_its_lesson_quotes_the_originals_numbers(tmp_path, capsys, no_pdfs):
+    """by_hand's lesson works its own numbers ("q of sat is …"); a student's sheet holds other
+    numbers, so its lesson says whose numbers it quotes, before it quotes them."""
+    import tomllib
+    import tracer
+    code, _, _ = cli(capsys, "class", "make", "by_hand", "--students", "2", "-o", str(tmp_path / "c"))
+    assert code == 0
+    lesson = tracer.load_scenario("by_hand").description
+    for sid in ("s01", "s02"):
+        doc = tomllib.loads((tmp_path / "c" / f"{sid}.toml").read_text(encoding="utf-8"))
+        assert doc["description"].startswith("The lesson below works the original exercise's numbers")
+        assert doc["description"].strip().endswith(lesson.strip()[-40:])
+        sheet = (tmp_path / "c" / f"{sid}.md").read_text(encoding="utf-8")
+        assert "your answers differ from the numbers it quotes" in sheet

@@ -13,6 +13,8 @@ from ..errors import one_line
 MATRICES = {"x": "x", "context": "context"}
 WEIGHTS = {"w_q": "q", "w_k": "k", "w_v": "v", "w_v_down": "v_down", "w_v_up": "v_up", "w_o": "o"}
 BIASES = {"b_q": "bq", "b_k": "bk", "b_v": "bv", "b_o": "bo"}
+LESSON_NUMBERS = ("The lesson below works the original exercise's numbers; the tables of this sheet hold your own, "
+                  "so your answers differ from the numbers it quotes.\n\n")
 
 
 def student_document(original: dict, scenario, name: str, title: str) -> dict:
@@ -23,6 +25,8 @@ def student_document(original: dict, scenario, name: str, title: str) -> dict:
     flip = (lambda m: m.T) if columns else (lambda m: m)
     doc = {key: value for key, value in original.items() if key not in ("x", "context", "weights", "name", "title")}
     doc = {"name": name, "title": title, **doc, "arithmetic": "by-hand"}
+    if isinstance(doc.get("description"), str):   # the lesson works the original's numbers, not the student's
+        doc["description"] = LESSON_NUMBERS + doc["description"]
     for field, key in MATRICES.items():
         a = getattr(scenario, field)
         if a is not None:
