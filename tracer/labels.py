@@ -44,6 +44,7 @@ def axis_labels(trace, axis: str, size: int, start: int = 0, width: int | None =
         names, first = list(trace.scenario.value_features), 0
     else:
         return [str(i) for i in range(size)]
+    names = names[:size]   # a decoded token's row, a block's keys: the axis holds `size` of them from `start`
     return names if width is None else [short(n, i, width) for i, n in enumerate(names, first)]
 
 
