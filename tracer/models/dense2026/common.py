@@ -136,3 +136,18 @@ def activation(name: str):
 def gated(x: np.ndarray, w: Weights, at: str, act) -> np.ndarray:
     """down(act(x·W_gate) · x·W_up), nn.Linear gate_proj, up_proj, down_proj under `at`."""
     return (act(x @ w.linear(at + "gate_proj")) * (x @ w.linear(at + "up_proj"))) @ w.linear(at + "down_proj")
+
+
+def blocks(source, cfg: dict, ids: list[int], upto: int | None, attention, mlp):
+    """Each Layer of a pre-norm decoder (Llama 4's, Mistral 4's) on the token ids, 0 … upto (all by
+    default): attention(w, i, normed x, cfg) → Layer, then x + the MLP's mlp(w, i, normed x, cfg); a
+    layer is handed out before its MLP runs, so the last one asked for runs none."""
+    w = Weights(source)
+    x = w.rows("embed_tokens.weight", ids)
+    for i in range(cfg["layers"] if upto is None else upto + 1):
+        at = f"layers.{i}."
+        att = attention(w, i, rms(x, cfg["eps"], w[at + "input_layernorm.weight"]), cfg)
+        att.x = x
+        yield att
+        x = x + att.out
+        x = x + mlp(w, i, rms(x, cfg["eps"], w[at + "post_attention_layernorm.weight"]), cfg)

@@ -12,7 +12,7 @@ import numpy as np
 
 from ...mechanisms.l2_norm.formula import l2_norm
 from ...mechanisms.q_temp.formula import temperature
-from .common import Layer, Weights, activation, allowed, attend, gated, heads, rms, side_by_side, turn
+from .common import Layer, Weights, activation, allowed, attend, blocks, gated, heads, side_by_side, turn
 from .experts import llama4_moe
 from .settings import layer_types, rope_params, rotary, text_config
 
@@ -58,15 +58,10 @@ def attention(w: Weights, i: int, h: np.ndarray, cfg: dict) -> Layer:
 
 def layers(source, data: dict, ids: list[int], upto: int | None = None):
     """Each Layer of a Llama 4 checkpoint on the token ids, 0 … upto (all by default)."""
-    cfg = read(data)
-    w = Weights(source)
-    x = w.rows("embed_tokens.weight", ids)
-    for i in range(cfg["layers"] if upto is None else upto + 1):
-        at = f"layers.{i}."
-        att = attention(w, i, rms(x, cfg["eps"], w[at + "input_layernorm.weight"]), cfg)
-        att.x = x
-        yield att
-        x = x + att.out
-        h = rms(x, cfg["eps"], w[at + "post_attention_layernorm.weight"])
-        ff = at + "feed_forward."
-        x = x + (llama4_moe(w, ff, h, cfg["top_k"], cfg["act"]) if i in cfg["moe"] else gated(h, w, ff, cfg["act"]))
+    return blocks(source, read(data), ids, upto, attention, _mlp)
+
+
+def _mlp(w, i: int, h, cfg: dict):
+    """Layer i's feed-forward: routed experts on the MoE layers, a gated MLP on the others."""
+    ff = f"layers.{i}.feed_forward."
+    return llama4_moe(w, ff, h, cfg["top_k"], cfg["act"]) if i in cfg["moe"] else gated(h, w, ff, cfg["act"])

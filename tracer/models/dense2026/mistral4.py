@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from ...mechanisms.q_temp.formula import temperature
-from .common import Layer, Weights, activation, allowed, attend, gated, heads, rms, side_by_side, turn
+from .common import Layer, Weights, activation, allowed, attend, blocks, gated, heads, rms, side_by_side, turn
 from .experts import mistral4_moe
 from .settings import rope_params, rotary, text_config
 
@@ -63,14 +63,10 @@ def attention(w: Weights, i: int, h: np.ndarray, cfg: dict) -> Layer:
 
 def layers(source, data: dict, ids: list[int], upto: int | None = None):
     """Each Layer of a Mistral 4 checkpoint on the token ids, 0 … upto (all by default)."""
-    cfg = read(data)
-    w = Weights(source)
-    x = w.rows("embed_tokens.weight", ids)
-    for i in range(cfg["layers"] if upto is None else upto + 1):
-        at = f"layers.{i}."
-        att = attention(w, i, rms(x, cfg["eps"], w[at + "input_layernorm.weight"]), cfg)
-        att.x, x = x, x + att.out
-        h = rms(x, cfg["eps"], w[at + "post_attention_layernorm.weight"])
-        x = x + (gated(h, w, at + "mlp.", cfg["act"]) if i < cfg["first_dense"] else
-                 mistral4_moe(w, at + "mlp.", h, cfg["routing"], cfg["act"]))
-        yield att
+    return blocks(source, read(data), ids, upto, attention, _mlp)
+
+
+def _mlp(w, i: int, h, cfg: dict):
+    """Layer i's feed-forward: a gated MLP on the first dense layers, routed experts after them."""
+    at = f"layers.{i}.mlp."
+    return gated(h, w, at, cfg["act"]) if i < cfg["first_dense"] else mistral4_moe(w, at, h, cfg["routing"], cfg["act"])
