@@ -83,16 +83,24 @@ def test_every_head_at_once_is_the_recurrence_head_by_head(monkeypatch, layer, r
             np.testing.assert_allclose(trace.rows(sid), want, rtol=1e-9, atol=1e-12, err_msg=sid)
 
 
-@pytest.mark.parametrize("lazy,calls", [(False, [HEADS]), (True, [1] * HEADS)])
+@pytest.mark.parametrize("lazy,calls", [(False, [(HEADS, False)]), (True, [(1, False)] * HEADS)])
 def test_a_trace_that_keeps_every_head_computes_them_in_one_call(monkeypatch, layer, lazy, calls):
+    """The outputs of every head in one call (one a head when lazy); each head's states, n·d_k × d_v
+    numbers, in a call of their own when first read, and once."""
     seen = []
 
     def counted(q, *args, **keywords):
-        seen.append(len(q))
+        seen.append((len(q), keywords["states"]))
         return all_heads(q, *args, **keywords)
     all_heads = compute.all_heads
     monkeypatch.setattr(compute, "all_heads", counted)
+    monkeypatch.setattr(compute, "compiles", lambda *sizes: True)
     trace = tracer.run(scenario(layer, "delta"), lazy=lazy)
+    trace.rows("h0.o")
+    if not lazy:
+        assert seen == calls and trace.held("h0.state") is None
     for h in range(HEADS):
         trace.rows(f"h{h}.state")
-    assert seen == calls
+        trace.rows(f"h{h}.state")
+        assert trace.held(f"h{h}.state") is not None
+    assert [c for c in seen if not c[1]] == calls and seen.count((1, True)) == HEADS

@@ -45,6 +45,7 @@ class Trace:
         self.dtype = np.dtype(arithmetic.dtype)
         self._by_id = {s.id: s for s in steps} if by_id is None else by_id
         self._data: dict[str, np.ndarray] = {}   # rows orientation
+        self._later: dict = {}                   # id → what builds a step kept for when it is first read
         self._resident: OrderedDict[int, None] = OrderedDict()
         check_fits(scenario, self.dtype)
         self.x = np.ascontiguousarray(scenario.x, dtype=self.dtype)   # rows orientation
@@ -89,7 +90,13 @@ class Trace:
         """The array in the rows orientation (query/token first), whatever the layout."""
         a = self._data.get(sid)
         if a is None:
-            self._compute(self.step(sid))
+            if sid not in self._later:
+                self._compute(self.step(sid))
+            if sid in self._later:   # built now, from what its head kept (a linear layer's states)
+                a = self._later.pop(sid)()
+                self._data[sid] = a
+                if not np.isfinite(a).all():
+                    overflow(self, [self.step(sid)])
             a = self._data[sid]
         return a
 
@@ -213,8 +220,13 @@ class Trace:
             self._tail()
 
     def _record(self, arrays: dict) -> None:
-        """Keeps each array (rows orientation) under its id."""
-        self._data.update(arrays)
+        """Keeps each array (rows orientation) under its id; a callable in place of an array builds
+        it when the step is first read (a step far larger than what it is built from)."""
+        for sid, a in arrays.items():
+            if callable(a):
+                self._later[sid] = a
+            else:
+                self._data[sid] = a
 
     def _record_heads(self, heads: list[int], arrays: dict, bad: list[int]) -> None:
         self._record(arrays)
@@ -242,6 +254,7 @@ class Trace:
                     for s in self.steps:  # keep the small z (gated): the tail needs every head's
                         if s.head == old and s.kind not in ("z", "gated"):
                             self._data.pop(s.id, None)
+                            self._later.pop(s.id, None)
         elif h in self._resident:
             self._resident.move_to_end(h, last=True)
         return self.rows(ids.get("gated", ids["z"]))

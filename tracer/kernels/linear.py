@@ -21,32 +21,33 @@ cache.listen()  # compile notices for a front end (tracer.on_compile)
 @njit(cache=True)
 def _recur(q, k, v, alpha, beta, delta, states, o):
     """One head: S decays (α per token or per key channel), then takes the write (the delta rule:
-    β·k·(v − Sᵀk)ᵀ; the decay rule: k·vᵀ); o_t = S_tᵀ·q_t; S_t copied into states[t] when kept."""
+    β·k·(v − Sᵀk)ᵀ; the decay rule: k·vᵀ); o_t = S_tᵀ·q_t; S_t copied into states[t] when kept.
+    Two passes over S a token (S is too large for the nearest cache): the first reads the decayed
+    state's prediction, the second decays, writes and reads; each number rounds as in the four
+    steps one after the other (decay, predict, write, read)."""
     n, d_k = k.shape
     d_v = v.shape[1]
     keep = states.shape[0] == n
     S = np.zeros((d_k, d_v), dtype=o.dtype)
     row = np.empty(d_v, dtype=o.dtype)          # what token t writes under its key: β·(v − Sᵀk), or v
+    read = np.empty(d_v, dtype=o.dtype)
     per_channel = alpha.shape[1] > 1
     for t in range(n):
-        for i in range(d_k):
-            a = alpha[t, i] if per_channel else alpha[t, 0]
-            for j in range(d_v):
-                S[i, j] *= a
         row[:] = v[t]
         if delta:
             for i in range(d_k):
+                a = alpha[t, i] if per_channel else alpha[t, 0]
                 for j in range(d_v):
-                    row[j] -= S[i, j] * k[t, i]
+                    row[j] -= (S[i, j] * a) * k[t, i]
             for j in range(d_v):
                 row[j] *= beta[t]
+        read[:] = 0.0
         for i in range(d_k):
+            a = alpha[t, i] if per_channel else alpha[t, 0]
             for j in range(d_v):
-                S[i, j] += k[t, i] * row[j]
-        o[t, :] = 0.0
-        for i in range(d_k):
-            for j in range(d_v):
-                o[t, j] += S[i, j] * q[t, i]
+                S[i, j] = S[i, j] * a + k[t, i] * row[j]
+                read[j] += S[i, j] * q[t, i]
+        o[t, :] = read
         if keep:
             states[t] = S
 
@@ -152,3 +153,52 @@ def linear_heads(q, k, v, alpha, beta, delta, states, o, implicit):
         _recur(q[g], k[g], v[h], alpha[h], beta[h], delta, states[h], o[h])
         if implicit.shape[1] == q.shape[1]:
             _implicit(q[g], k[g], alpha[h], beta[h], delta, implicit[h])
+
+
+# ------------------------------------------------------------------ around the recurrence
+# The sums of mechanisms/linear/gates.py and formula.py, one pass a row, in float64 and rounded once
+# into `out` (the run's dtype), as the NumPy twins do; the activations after them are NumPy's
+# (vectorised exp and tanh, which a compiled loop would call one number at a time).
+
+@njit(parallel=True, cache=True)
+def conv(x, w, out):
+    """out[h, t] = Σ_j w[h, j] ⊙ x[h, t − K + 1 + j] (no tokens before the first): x, out heads × n ×
+    channels, w heads × K × channels (each tap's weights side by side)."""
+    heads, n, channels = x.shape
+    K = w.shape[1]
+    for task in prange(heads * n):
+        h, t = task // n, task % n
+        acc = np.zeros(channels)
+        for j in range(max(0, K - 1 - t), K):
+            for c in range(channels):
+                acc[c] += w[h, j, c] * x[h, t - K + 1 + j, c]
+        for c in range(channels):
+            out[h, t, c] = acc[c]
+
+
+@njit(parallel=True, cache=True)
+def l2_rows(x, eps, out):
+    """out[h, t] = x[h, t] ÷ √(Σ x[h, t]² + eps)."""
+    heads, n, d = x.shape
+    for task in prange(heads * n):
+        h, t = task // n, task % n
+        total = 0.0
+        for c in range(d):
+            total += np.float64(x[h, t, c]) * x[h, t, c]
+        r = 1.0 / np.sqrt(total + eps)
+        for c in range(d):
+            out[h, t, c] = x[h, t, c] * r
+
+
+@njit(parallel=True, cache=True)
+def rms_rows(x, gain, eps, out):
+    """out[h, t] = x[h, t] ÷ √(mean x[h, t]² + eps) ⊙ gain."""
+    heads, n, d = x.shape
+    for task in prange(heads * n):
+        h, t = task // n, task % n
+        total = 0.0
+        for c in range(d):
+            total += np.float64(x[h, t, c]) * x[h, t, c]
+        r = 1.0 / np.sqrt(total / d + eps)
+        for c in range(d):
+            out[h, t, c] = x[h, t, c] * r * gain[c]

@@ -182,10 +182,11 @@ def _weights(weights, shapes, layout: str, cross: bool) -> dict:
             raise ScenarioError(name, f"expected {what}, got {len(mats)} matrices")
         if isinstance(mats, np.ndarray):  # one array for all heads (e.g. generated): kept without a copy
             shapes.check(name, mats.shape[1:], dims)
-            return mats if layout == "rows" else mats.transpose(0, 2, 1)
+            return np.ascontiguousarray(mats) if layout == "rows" else mats.transpose(0, 2, 1)
         for h, m in enumerate(mats):
             shapes.check(name + (f"[{h}]" if len(mats) > 1 else ""), m.shape, dims)
-        return np.stack([m if layout == "rows" else m.T for m in mats])
+        # C order, as every trace's kernels read them (a checkpoint's matrices arrive transposed)
+        return np.ascontiguousarray(np.stack([m if layout == "rows" else m.T for m in mats]))
 
     w = {"w_q": stack("q", ("d_model", "d_k"))}
     heads = w["w_q"].shape[0]
@@ -206,7 +207,7 @@ def _weights(weights, shapes, layout: str, cross: bool) -> dict:
         shapes.sizes["heads·d_v"], shapes.origin["heads·d_v"] = heads * d_v, "weights.v"
         w_o = matrix(weights["o"], "weights.o")
         shapes.check("weights.o", w_o.shape, ("heads·d_v", "d_out"))
-        w["w_o"] = w_o if layout == "rows" else w_o.T
+        w["w_o"] = np.ascontiguousarray(w_o) if layout == "rows" else w_o.T
         if "bo" in weights:
             w["b_o"] = vectors(weights["bo"], "weights.bo", 1, w["w_o"].shape[1])
     elif "bo" in weights:

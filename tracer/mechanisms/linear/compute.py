@@ -74,9 +74,9 @@ def _projected(run, heads: list[int], groups: list[int], K, compiled: bool) -> t
     return q, group_kv(run, groups, run.plan_ids(heads[0]), sc.heads // sc.groups)
 
 
-def _stages(sc, which: str, index: slice, raw: np.ndarray, chain: str) -> tuple[dict, np.ndarray]:
+def _stages(sc, which: str, index: slice, raw: np.ndarray, chain: str, compiled: bool) -> tuple[dict, np.ndarray]:
     """The stages of q, k or v (stacked) of consecutive heads (groups) at once: ({kind: stacked}, the latest)."""
-    got = staged(sc, which, index, raw)
+    got = staged(sc, which, index, raw, compiled)
     return got, got[latest(got, chain)] if got else raw
 
 
@@ -87,28 +87,43 @@ def _heads(run, heads: list[int], K) -> list[tuple[dict, bool]]:
     groups = list(range(heads[0] // per, heads[-1] // per + 1))
     compiled = compiles(len(heads), n, sc.d_k, sc.d_v)
     q, kv = _projected(run, heads, groups, K, compiled)
-    got_q, q_in = _stages(sc, "q", slice(heads[0], heads[-1] + 1), q, "query")
+    got_q, q_in = _stages(sc, "q", slice(heads[0], heads[-1] + 1), q, "query", compiled)
     got_q["q"] = q
     by_group = slice(groups[0], groups[-1] + 1)
-    got_k, k = _stages(sc, "k", by_group, np.stack([g[latest(g, "key")] for g in kv]), "key")
-    got_v, v = _stages(sc, "v", by_group, np.stack([g[latest(g, "value")] for g in kv]), "value")
+    got_k, k = _stages(sc, "k", by_group, np.stack([g[latest(g, "key")] for g in kv]), "key", compiled)
+    got_v, v = _stages(sc, "v", by_group, np.stack([g[latest(g, "value")] for g in kv]), "value", compiled)
     mine = [h // per - groups[0] for h in heads]   # each head's group, as the kernel reads it
     alpha, beta = gates(sc, slice(heads[0], heads[-1] + 1), dt)
-    got = all_heads(np.ascontiguousarray(scaled(q_in, run.arithmetic, sc.d_k), dtype=dt),
-                    np.ascontiguousarray(k[mine], dtype=dt), np.ascontiguousarray(v[mine], dtype=dt),
-                    alpha, beta, sc.linear["rule"], compiled=compiled)
-    z = gated_z(run, slice(heads[0], heads[-1] + 1), got.o, run.plan_ids(heads[0]))
+    by_head = (lambda a: a) if mine == list(range(len(k))) else (lambda a: a[mine])   # each head's group
+    parts = (np.ascontiguousarray(scaled(q_in, run.arithmetic, sc.d_k), dtype=dt),
+             np.ascontiguousarray(by_head(k), dtype=dt), np.ascontiguousarray(by_head(v), dtype=dt), alpha, beta)
+    # compiled (a layer of real size), the outputs now; every token's state and the implied weights,
+    # far larger, when first read, head by head (tracer.Trace.rows)
+    got = all_heads(*parts, sc.linear["rule"], states=not compiled, implicit=not compiled, compiled=compiled)
+    z = gated_z(run, slice(heads[0], heads[-1] + 1), got.o, run.plan_ids(heads[0]), compiled)
     out = []
     for i, h in enumerate(heads):
         g = mine[i]
         arrays = {**kv[g], **{kind: a[i] for kind, a in got_q.items()}, **{kind: a[g] for kind, a in got_k.items()},
-                  **{kind: a[g] for kind, a in got_v.items()}, "decay": alpha[i], "o": got.o[i],
-                  "state": got.states[i].reshape(n * sc.d_k, sc.d_v), "implicit": got.implicit[i], "z": z[i]}
+                  **{kind: a[g] for kind, a in got_v.items()}, "decay": alpha[i], "o": got.o[i], "z": z[i]}
+        if compiled:
+            arrays |= {kind: _later(parts, i, sc.linear["rule"], kind) for kind in ("state", "implicit")}
+        else:
+            arrays |= {"state": got.states[i].reshape(n * sc.d_k, sc.d_v), "implicit": got.implicit[i]}
         if beta is not None:
             arrays["beta"] = beta[i][:, None]
         ids = run.plan_ids(h)
         steps = {ids[kind]: a for kind, a in arrays.items() if kind in ids}
-        # the kernel's states that left the range reach o (o_t = S_tᵀ·q̂_t, ∞·0 is NaN): o vouches for them
-        checked = [a for sid, a in steps.items() if sid != ids["state"] or not compiled]
-        out.append((steps, all(np.isfinite(a).all() for a in checked)))
+        # what left the range reaches o and z (a state's ∞ too: o_t = S_tᵀ·q̂_t, and ∞·0 is NaN)
+        out.append((steps, all(np.isfinite(steps[ids[kind]]).all() for kind in ("o", "z"))))
     return out
+
+
+def _later(parts: tuple, i: int, rule: str, kind: str):
+    """What builds head i's (of `parts`, all_heads' stacked arguments) stacked states or implied
+    weights when first read: the compiled kernel again, for that head alone."""
+    def build() -> np.ndarray:
+        one = [None if a is None else a[i:i + 1] for a in parts]
+        got = all_heads(*one, rule, states=kind == "state", implicit=kind == "implicit", compiled=True)
+        return got.implicit[0] if kind == "implicit" else got.states[0].reshape(-1, got.states.shape[-1])
+    return build

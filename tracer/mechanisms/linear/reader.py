@@ -51,7 +51,7 @@ def _array(value, field: str, shape: tuple) -> np.ndarray:
     if a is None or a.shape != shape or not np.isfinite(a).all():
         got = "a value of another kind" if a is None else f"shape {a.shape}"
         raise ScenarioError(field, f"expected finite numbers of shape {shape}, got {got}")
-    return a
+    return np.ascontiguousarray(a)   # as every trace's kernels read it (a checkpoint's may be transposed)
 
 
 def _conv(conv, sc) -> dict | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...kernels import matmul
 from ...steps.base import Kind, register
 from ...steps.cell import whole_row
 from .formula import L2_EPS, l2norm
@@ -22,19 +23,23 @@ def conv_of(sc, which: str, index: int) -> np.ndarray | None:
     return None if conv is None else conv[which][index]
 
 
-def staged(sc, which: str, index: int, a: np.ndarray) -> dict:
+def staged(sc, which: str, index: int, a: np.ndarray, compiled: bool = False) -> dict:
     """q, k or v of one head (group) through its stages: {kind: array}; `index` a slice and `a` stacked
-    (heads × n × d): those heads' at once."""
+    (heads × n × d): those heads' at once, by the compiled kernels where `compiled`."""
     got, dt = {}, a.dtype
     w = conv_of(sc, which, index)
     if w is not None:
-        a = got[f"{which}_conv"] = causal_conv(a.astype(np.float64), w).astype(dt)
+        if compiled:   # the kernel's taps side by side: heads × K × channels
+            taps = np.ascontiguousarray(w.transpose(0, 2, 1), dtype=np.float64)
+            a = got[f"{which}_conv"] = silu(_fused("conv", a, taps))
+        else:
+            a = got[f"{which}_conv"] = causal_conv(a.astype(np.float64), w).astype(dt)
     if which != "v" and sc.linear["l2"]:
-        got[f"{which}_unit"] = l2norm(a.astype(np.float64)).astype(dt)
+        got[f"{which}_unit"] = _fused("l2_rows", a, L2_EPS) if compiled else l2norm(a.astype(np.float64)).astype(dt)
     return got
 
 
-def gated_z(run, h: int, o: np.ndarray, ids: dict) -> np.ndarray:
+def gated_z(run, h: int, o: np.ndarray, ids: dict, compiled: bool = False) -> np.ndarray:
     """z = RMSNorm(o)·g·act(source·W_Z) under a checkpoint's gated norm, else o; `h` a slice of heads
     and `o` stacked (heads × n × d_v): those heads' at once. In the run's dtype, as the projections."""
     norm = run.scenario.linear.get("norm")
@@ -42,8 +47,20 @@ def gated_z(run, h: int, o: np.ndarray, ids: dict) -> np.ndarray:
         return o.copy()
     dt = o.dtype
     source = run.held(run.step(ids["q"]).inputs[0])
+    if compiled:
+        gate = matmul(source, np.ascontiguousarray(norm["w_z"][h], dtype=dt))
+        act = silu(gate) if norm["act"] == "silu" else sigmoid(gate)
+        return _fused("rms_rows", o, np.ascontiguousarray(norm["gain"], dtype=np.float64), float(norm["eps"])) * act
     gate = np.matmul(source, norm["w_z"][h].astype(dt))
     return gated_rms_norm(o, gate, norm["gain"].astype(dt), dt.type(norm["eps"]), norm["act"]).astype(dt, copy=False)
+
+
+def _fused(name: str, a: np.ndarray, *args) -> np.ndarray:
+    """kernels/linear.py's `name` over stacked heads a (heads × n × d), into a new array of a's dtype."""
+    from ...kernels import linear
+    out = np.empty_like(a)
+    getattr(linear, name)(np.ascontiguousarray(a), *args, out)
+    return out
 
 
 # ------------------------------------------------------------------ the stages' steps
