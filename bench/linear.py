@@ -4,7 +4,9 @@ heads of 256) on 1024 tokens, in float32. A checkpoint with those shapes (random
 of the layer pattern: 3 linear layers and a softmax one, a small vocabulary) is written once by
 transformers to a temporary folder (with a word-level tokenizer); then, each in a fresh process,
 attnsim's trace of layer 0 as a user runs it (tracer.from_model on 1024 tokens, then
-tracer.run(..., lazy=False): every step kept, in float32 and in float64), attnsim's layer alone
+tracer.run(..., lazy=False), in float32 and in float64: every step computed but each head's states
+and implied weights, 1 GiB and 64 MiB in float32, which are built when first read; and the same
+with every step read), attnsim's layer alone
 (its states, outputs and implicit weights: the compiled kernel alone, and the whole layer from its
 projections to W_O) and transformers' forward of the same layer (its PyTorch fallback, as on any
 machine without flash-linear-attention): seconds (best of REPS after a warm-up) and peak memory (the
@@ -73,20 +75,30 @@ def measured(call, warm) -> dict:
     return out
 
 
+def read_all(trace) -> None:
+    """Every step of a trace read once: what tracer.run keeps for its first read (a linear layer's
+    states and implied weights, head by head) built too."""
+    for step in trace.steps:
+        trace.rows(step.id)
+
+
 def probe_trace(folder: Path, dtype: str) -> dict:
     """The engine's whole trace of the layer, as a user runs it: tracer.from_model on the text (its
-    seconds apart), then tracer.run(..., lazy=False), every step kept (states, implicit weights, z,
-    out); saves the layer's input (after its norm) and output for the comparison with transformers."""
+    seconds apart), then tracer.run(..., lazy=False) (every step now, but each head's states and
+    implied weights, built when first read); then the same followed by every step read. Saves the
+    layer's input (after its norm) and output for the comparison with transformers."""
     import tracer
     warm_scenario = tracer.from_model(folder, " ".join(TEXT.split()[:8]), LAYER)
     start = time.perf_counter()
     sc = tracer.from_model(folder, TEXT, LAYER)
     scenario_seconds = time.perf_counter() - start
-    out = measured(lambda: tracer.run(sc, dtype=dtype, lazy=False), lambda: tracer.run(warm_scenario, dtype=dtype))
+    warm = lambda: read_all(tracer.run(warm_scenario, dtype=dtype, lazy=False))  # noqa: E731
+    out = measured(lambda: tracer.run(sc, dtype=dtype, lazy=False), warm)
+    every = measured(lambda: read_all(tracer.run(sc, dtype=dtype, lazy=False)), warm)
     trace = tracer.run(sc, dtype=dtype, lazy=False)
     np.save(folder / f"trace-{dtype}-in.npy", trace.rows("norm_in"))
     np.save(folder / f"trace-{dtype}-out.npy", trace.rows("out"))
-    return {**out, "scenario": scenario_seconds}
+    return {**out, "scenario": scenario_seconds, "every": every}
 
 
 def probe_round_robin(folder: Path) -> dict:
@@ -200,10 +212,13 @@ def main(argv: list[str] | None = None) -> int:
           f"torch threads {theirs['threads']}; each in a fresh process, best of {REPS}):")
     print(f"  transformers' forward of the layer: {base:.3f} s, peak {theirs['peak'] / 2**20:.0f} MiB")
     for dtype, got in traces.items():
-        print(f"  attnsim's trace (tracer.from_model, then tracer.run(..., dtype=\"{dtype}\", lazy=False): every step "
-              f"kept): {got['seconds']:.3f} s ({got['seconds'] / base:.2f}× transformers'), peak "
-              f"{got['peak'] / 2**20:.0f} MiB; from_model {got['scenario']:.3f} s; its out differs from transformers' "
-              f"forward on its normed input by {trace_differ[dtype]:.1e} of the largest value")
+        every = got["every"]
+        print(f"  attnsim's trace (tracer.from_model, then tracer.run(..., dtype=\"{dtype}\", lazy=False): every step, "
+              f"each head's states and implied weights when first read): {got['seconds']:.3f} s "
+              f"({got['seconds'] / base:.2f}× transformers'), peak {got['peak'] / 2**20:.0f} MiB; then every step read "
+              f"too: {every['seconds']:.3f} s ({every['seconds'] / base:.2f}×), peak {every['peak'] / 2**20:.0f} MiB; "
+              f"from_model {got['scenario']:.3f} s; its out differs from transformers' forward on its normed input "
+              f"by {trace_differ[dtype]:.1e} of the largest value")
     print(f"  in one process, taking turns (median of {REPS}): transformers' forward {turns['transformers']:.3f} s; "
           + "; ".join(f"attnsim's trace in {dtype} {turns[dtype]:.3f} s ({turns[dtype] / turns['transformers']:.2f}×)"
                       for dtype in ("float32", "float64")))

@@ -290,7 +290,8 @@ def run(scenario, arithmetic: str | None = None, *, lazy: bool | None = None, en
     `by-hand`; default: the scenario's) with any arithmetic keys changed on top of it.
 
     lazy: None decides by size (memory.EAGER_BYTES); True computes heads on demand, keeping a few;
-    False computes everything now (refused, with the estimate, if it cannot fit).
+    False computes everything now (refused, with the estimate, if it cannot fit), but for what
+    is built from a head's own steps when first read (a linear layer's states and implied weights).
     engine: "auto", "stages" (one kernel per step) or "fused" (large-scenario kernels)."""
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from ... import memory
 from ...kernels import matmul
 from ...projections import group_kv, key_values, latest, project_one
 from .heads import all_heads, compiles
@@ -47,14 +48,17 @@ def gates(sc, h, dtype) -> tuple[np.ndarray, np.ndarray | None]:
 
 
 def head(run, h: int, K) -> tuple[dict, bool]:
-    """Head h's steps of a linear layer by id, and whether they stayed finite. A trace that keeps
-    every head computes them all at its first head, in one compiled call (numba's threads run the
-    heads side by side), and hands each head its share; a lazy trace computes head h alone."""
+    """Head h's steps of a linear layer by id, and whether they stayed finite. Every head at once, at
+    the first one asked for, in one compiled call (numba's threads run the heads side by side), each
+    head then handed its share; head h alone in a lazy trace whose heads' steps together (their
+    states and implied weights apart, built when first read) would not be small."""
     refuse_run(run)
     held = run.memo.setdefault("linear", {})
     if h not in held:
         held.clear()
-        heads = [h] if run.lazy else list(range(run.scenario.heads))
+        sc = run.scenario
+        small = sc.heads * sc.n * (sc.d_k + sc.d_v) * 8 * run.dtype.itemsize <= memory.EAGER_BYTES
+        heads = list(range(sc.heads)) if not run.lazy or (small and compiles(sc.heads, sc.n, sc.d_k, sc.d_v)) else [h]
         held.update(zip(heads, _heads(run, heads, K)))
     return held.pop(h)
 
