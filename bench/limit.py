@@ -114,13 +114,13 @@ def linear_layer(tokens: int = 1024):
 
 
 def linear_flops(sc) -> float:
-    """The projections and W_O, the recurrence (per token and head: the decay, the prediction Sᵀk,
-    the write and the read Sᵀq, 7·d_k·d_v), and the implicit weights at the cost of one causal score
-    product (a lower bound: the layer never forms them; the trace shows them)."""
+    """The projections and W_O and the recurrence (per token and head: the decay, the prediction Sᵀk,
+    the write and the read Sᵀq, 7·d_k·d_v). The trace builds each head's states and implied weights
+    when they are first read, so neither is counted (nor their bytes: held_bytes is what it holds)."""
     from .cases import flops
     n, h = sc.n, sc.heads
     attention = 2 * h * n * (n + 1) / 2 * (sc.d_k + sc.d_v)
-    return flops(sc, causal=True) - attention + 7 * n * h * sc.d_k * sc.d_v + 2 * h * n * (n + 1) / 2 * sc.d_k
+    return flops(sc, causal=True) - attention + 7 * n * h * sc.d_k * sc.d_v
 
 
 def contenders(case: str, algorithm: str):

@@ -2,6 +2,7 @@
 tiles at 80 × 24 (scrolling), `s` sorting each layer's heads by a role score, Enter opening that
 layer at that head; a hand-written scenario has no model, and says so in the status line."""
 import shutil
+import time
 
 import numpy as np
 import pytest
@@ -86,7 +87,11 @@ async def test_the_help_and_the_footer_list_m():
 def test_a_teacher_finds_the_induction_head_in_a_real_terminal():
     with terminal("model", "tui", "induction", size=(80, 24)) as term:
         term.wait_for("induction")
-        term.send("M")
+        for _ in range(40):   # while the trace is computed (minutes on a loaded machine) M is answered in words
+            term.send("M")
+            if "still being computed" not in term.wait_for(("layer 1 · full", "still being computed")):
+                break
+            time.sleep(3)
         term.wait_for("layer 1 · full")
         term.send("s", "s", "s", "s")
         term.wait_for("sorted by induction: best L1 h3")
@@ -112,3 +117,14 @@ async def test_a_scenario_of_a_few_heads_opens_the_model_head_it_keeps():
         await pilot.press("right", "right", "right", "enter")
         await settle(pilot)
         assert app.screen.head == 1 and app.screen.step_id == "h1.weights"
+
+
+@pilot_test
+async def test_the_overview_keys_pressed_while_the_trace_is_computed_say_so():
+    """M (and m) before the trace is shown are answered on the status line, not dropped without a word."""
+    async with opened("by_hand") as (app, pilot):
+        app.screen.trace = None   # as while the first trace is being computed
+        for key in ("M", "m"):
+            await pilot.press(key)
+            assert f"the trace is still being computed: press {key} again" in status_text(app)
+            assert not isinstance(app.screen, ModelScreen)

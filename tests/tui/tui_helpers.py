@@ -104,12 +104,13 @@ class Terminal:
     def send(self, *keys: str) -> None:
         tmux(self.server, "send-keys", "-t", "attnsim", *keys)
 
-    def wait_for(self, text: str, timeout: float = 120) -> str:
-        """The screen (its words, one space apart) once it shows `text`."""
+    def wait_for(self, text, timeout: float = 120) -> str:
+        """The screen (its words, one space apart) once it shows `text` (or any of a tuple of texts)."""
         end, screen = time.time() + timeout, ""
+        texts = (text,) if isinstance(text, str) else text
         while time.time() < end:
             screen = " ".join(tmux(self.server, "capture-pane", "-p", "-t", "attnsim").split())
-            if text in screen:
+            if any(t in screen for t in texts):
                 return screen
             time.sleep(0.3)
         raise AssertionError(f"never saw {text!r}:\n{screen}")

@@ -72,9 +72,17 @@ class DialogsMixin:
         if where and self.trace is not None and where[0] in self.trace:
             self.show_step(where[0], where[1])
 
+    def _shown(self, key: str) -> bool:
+        """Whether a trace is on screen; else the status line says so (a key pressed while it is being
+        computed is not lost without a word)."""
+        if self.trace is None:
+            self.query_one(StatusBar).say(f"the trace is still being computed: press {key} again once it is shown",
+                                          "warning")
+        return self.trace is not None
+
     def action_heads(self) -> None:
         from .heads import HeadsScreen
-        if self.trace is None:
+        if not self._shown("m"):
             return
         if self.trace.heads < 2:
             self.notify("this scenario has one head: the overview is for several", timeout=3)
@@ -83,7 +91,7 @@ class DialogsMixin:
         self.app.push_screen(HeadsScreen(layers, self.head, at), self._back_from_heads)
 
     def action_model(self) -> None:
-        if self.trace is None:
+        if not self._shown("M"):
             return
         model = self.trace.scenario.model
         if not model or model.get("path") is None:   # a hand-written scenario, or a model in memory
