@@ -21,22 +21,22 @@ from ..errors import ScenarioError
 from ..models import deepseek_v4_block as block
 from ..models import deepseek_v4_stream as stream
 from . import circuits
-from .dense2026 import Kind
+from .kinds import Row
 from .kinds import Memory, Seen
 
 
-def kinds(c) -> list[Kind]:
-    """Each layer's Kind, from config.json alone (models/sparse_config.read_v4's sizes)."""
+def kinds(c) -> list[Row]:
+    """Each layer's Row, from config.json alone (models/sparse_config.read_v4's sizes)."""
     D, mha = c.head_dim, 2 * c.heads * c.head_dim
     out = []
     for i, kind in enumerate(c.kinds):
         if kind == "sliding_attention":
-            out.append(Kind(f"sliding {c.window}", c.heads, 1, Memory(D, mha, c.window), i))
+            out.append(Row(f"sliding {c.window}", c.heads, 1, Memory(D, mha, c.window), i))
             continue
         m, sparse = c.rates[kind], kind == block.SPARSE
         label = f"compressed {m}" + (f", top-k {c.index['topk']}" if sparse else "")
         entry = D + (c.index["dim"] if sparse else 0)   # the entry, and the indexer's own entry
-        out.append(Kind(label, c.heads, 1, Memory(D, mha, c.window, pooled=(m, entry)), i,
+        out.append(Row(label, c.heads, 1, Memory(D, mha, c.window, pooled=(m, entry)), i,
                         kv_cache="window + entries"))
     return out
 
@@ -66,7 +66,7 @@ def _circuits(t, c, pre: str, i: int) -> tuple[np.ndarray, np.ndarray]:
     return circuits.grouped(wq, wkv, wkv, wo, H, 1)
 
 
-def layers(folder, c, ids: list[int]) -> Iterator[tuple[Kind, Seen]]:
+def layers(folder, c, ids: list[int]) -> Iterator[tuple[Row, Seen]]:
     """(kind, what it saw) for each layer: the weights as DeepSeek V4's forward computes them."""
     t, _, pre = stream.open_checkpoint(folder)
     every = kinds(c)

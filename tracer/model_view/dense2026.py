@@ -7,7 +7,6 @@ layer's W_K and W_V; K = V: W_V = W_K). Mistral 4's latent layers as DeepSeek's:
 the rotary key are what they keep, their circuits through the rebuilt keys and values."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterator
 
 from ..mechanisms.kv_sharing.cache import table
@@ -16,46 +15,34 @@ from ..models.dense2026 import FORWARDS, gemma, llama4, mistral4, pre_norm, trac
 from ..models.dense2026.common import Weights
 from ..models.dense2026.settings import text_config
 from . import circuits
-from .kinds import Memory, Seen
+from .kinds import Memory, Row, Seen
 
 
-@dataclass
-class Kind:
-    """What the view shows of one layer besides its matrices."""
-    label: str
-    heads: int
-    kv_heads: int
-    memory: Memory
-    source: int                      # the layer whose W_K and W_V its keys and values come from
-    k_eq_v: bool = False
-    kv_cache: str = "KV cache"
-
-
-def kinds(data: dict) -> list[Kind]:
-    """Each layer's Kind, from config.json alone."""
+def kinds(data: dict) -> list[Row]:
+    """Each layer's Row, from config.json alone."""
     text, kind = text_config(data), traced.supported(data)
     labels = traced.kinds(data)
     if kind in ("gemma4_text", "gemma3n_text"):
         cfg = gemma.read(data)
         rows = table(cfg["types"], cfg["head_dim"], cfg["groups"], cfg["k_eq_v"], text.get("num_kv_shared_layers", 0))
-        return [Kind(label + (", K = V" if r.k_eq_v and r.source == r.layer else ""), cfg["heads"], r.kv_heads,
+        return [Row(label + (", K = V" if r.k_eq_v and r.source == r.layer else ""), cfg["heads"], r.kv_heads,
                      Memory(r.per_token, 2 * cfg["heads"] * r.head_dim,
                             cfg["window"] if r.kind == "sliding" and r.per_token else None),
                      r.source, rows[r.source].k_eq_v) for label, r in zip(labels, rows)]
     if kind == "mistral4":   # latent attention: c_kv and k_pe are all a layer keeps (DeepSeek-V2's count)
         cfg = mistral4.read(data)
         sizes = cache_per_token(cfg["heads"], cfg["v"], 1, cfg["rank"], cfg["rot"])
-        return [Kind(label, cfg["heads"], cfg["heads"], Memory(sizes["MLA"], sizes["MHA"]), i, kv_cache="latent")
+        return [Row(label, cfg["heads"], cfg["heads"], Memory(sizes["MLA"], sizes["MHA"]), i, kv_cache="latent")
                 for i, label in enumerate(labels)]
     cfg = llama4.read(data) if kind == "llama4_text" else pre_norm.read(text)
     width = 2 * cfg["head_dim"]
     window = [cfg["chunk"] if t == "chunked_attention" else cfg.get("window") if t == "sliding_attention" else None
               for t in cfg["types"]]
-    return [Kind(label, cfg["heads"], cfg["groups"], Memory(width * cfg["groups"], width * cfg["heads"], w), i)
+    return [Row(label, cfg["heads"], cfg["groups"], Memory(width * cfg["groups"], width * cfg["heads"], w), i)
             for i, (label, w) in enumerate(zip(labels, window))]
 
 
-def layers(tensors, data: dict, ids: list[int]) -> Iterator[tuple[Kind, Seen]]:
+def layers(tensors, data: dict, ids: list[int]) -> Iterator[tuple[Row, Seen]]:
     """(kind, what it saw) for each layer in turn: the family's forward, one layer at a time."""
     w, every = Weights(tensors), kinds(data)
     for i, record in enumerate(FORWARDS[text_config(data)["model_type"]](tensors, data, ids)):

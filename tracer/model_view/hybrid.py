@@ -7,7 +7,7 @@ layers: the latent and the shared rotary key). Circuits as circuits.py reads the
 the convolution, the norms and the gates left out; a linear head reads its key head's W_Q and W_K."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Iterator
 
 import numpy as np
@@ -17,36 +17,27 @@ from ..models.hybrid_block import embed, run_block
 from ..models.hybrid_config import Hybrid
 from ..models.hybrid_layer import kinds as labels
 from . import circuits
-from .kinds import Memory, Seen
+from .kinds import Memory, Row, Seen
 from .walk import BYTES, DTYPES
 
 
-@dataclass
-class Kind:
-    """What the view shows of one layer besides its matrices."""
-    label: str
-    heads: int
-    kv_heads: int
-    memory: Memory
-    kv_cache: str
-
-
-def kinds(cfg: Hybrid) -> list[Kind]:
-    """Each layer's Kind, from the config alone."""
+def kinds(cfg: Hybrid) -> list[Row]:
+    """Each layer's Row, from the config alone."""
     state = cfg.v_heads * cfg.d_k * cfg.d_v
-    linear = Kind("", cfg.v_heads, cfg.k_heads, Memory(0, cfg.v_heads * (cfg.d_k + cfg.d_v), state=state), "state")
+    linear = Row("", cfg.v_heads, cfg.k_heads, Memory(0, cfg.v_heads * (cfg.d_k + cfg.d_v), state=state),
+                 kv_cache="state")
     if cfg.mla:
         from ..mechanisms.latent.compute import cache_per_token
         m = cfg.mla
         sizes = cache_per_token(cfg.heads, m["v"], 1, m["kv_rank"], m["rope"])
-        softmax = Kind("", cfg.heads, cfg.heads, Memory(sizes["MLA"], sizes["MHA"]), "latent")
+        softmax = Row("", cfg.heads, cfg.heads, Memory(sizes["MLA"], sizes["MHA"]), kv_cache="latent")
     else:
-        softmax = Kind("", cfg.heads, cfg.kv_heads, Memory(2 * cfg.kv_heads * cfg.head_dim,
-                                                           2 * cfg.heads * cfg.head_dim), "KV cache")
+        softmax = Row("", cfg.heads, cfg.kv_heads, Memory(2 * cfg.kv_heads * cfg.head_dim,
+                                                           2 * cfg.heads * cfg.head_dim))
     return [replace(linear if lin else softmax, label=label) for label, lin in zip(labels(cfg), cfg.linear)]
 
 
-def layers(tensors, cfg: Hybrid, ids: list[int]) -> Iterator[tuple[Kind, Seen]]:
+def layers(tensors, cfg: Hybrid, ids: list[int]) -> Iterator[tuple[Row, Seen]]:
     """(kind, what it saw) for each layer in turn: the blocks of both kinds, a linear layer's
     implicit weights computed (its states are not: the view does not show them)."""
     x, every = embed(tensors, ids), kinds(cfg)

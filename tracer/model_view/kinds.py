@@ -45,6 +45,20 @@ class Memory:
 
 
 @dataclass
+class Row:
+    """What the view shows of one layer besides its matrices, for the families whose own forward walks
+    their layers (dense2026, hybrid, deepseek_v4): its label, heads, memory, the layer whose W_K and
+    W_V its keys and values come from (itself, but where KV is shared), and what its cache is called."""
+    label: str
+    heads: int
+    kv_heads: int
+    memory: Memory
+    source: int | None = None
+    k_eq_v: bool = False
+    kv_cache: str = "KV cache"     # or "latent", "state"
+
+
+@dataclass
 class Seen:
     """What one pass of a layer leaves for the view: each head's matrix (heads × n × n: softmax
     weights, or a linear layer's implicit matrix, `signed` then), and each head's circuits' top
