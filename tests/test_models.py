@@ -174,6 +174,15 @@ def test_the_trace_of_a_checkpoint_layer(saved, family):
                                atol=(1e-9 if family == "gpt2" else 1e-4) * scale(theirs["residual"]))
 
 
+@pytest.mark.parametrize("family", tc.FAMILIES)
+def test_a_checkpoint_layer_keeps_its_weights_in_c_order(saved, family):
+    """As every trace's kernels read them: a checkpoint's matrices arrive transposed (out × in), and
+    a float32 trace would otherwise cast them through strides each time."""
+    sc = tracer.from_model(saved[family][0], tc.TEXT, 1)
+    for name in ("w_q", "w_k", "w_v", "w_o"):
+        assert getattr(sc, name).flags.c_contiguous, name
+
+
 def test_a_few_heads_of_a_grouped_layer_through_the_tracer(saved):
     from tracer import ids
     folder, _ = saved["qwen2"]
