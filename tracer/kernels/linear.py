@@ -177,28 +177,15 @@ def conv(x, w, out):
 
 
 @njit(parallel=True, cache=True)
-def l2_rows(x, eps, out):
-    """out[h, t] = x[h, t] ÷ √(Σ x[h, t]² + eps)."""
+def norm_rows(x, gain, eps, mean, out):
+    """out[h, t] = x[h, t] ÷ √(Σ x[h, t]² + eps) ⊙ gain (the L2 norm), or ÷ √(mean x[h, t]² + eps)
+    where `mean` (the RMS norm)."""
     heads, n, d = x.shape
     for task in prange(heads * n):
         h, t = task // n, task % n
         total = 0.0
         for c in range(d):
             total += np.float64(x[h, t, c]) * x[h, t, c]
-        r = 1.0 / np.sqrt(total + eps)
-        for c in range(d):
-            out[h, t, c] = x[h, t, c] * r
-
-
-@njit(parallel=True, cache=True)
-def rms_rows(x, gain, eps, out):
-    """out[h, t] = x[h, t] ÷ √(mean x[h, t]² + eps) ⊙ gain."""
-    heads, n, d = x.shape
-    for task in prange(heads * n):
-        h, t = task // n, task % n
-        total = 0.0
-        for c in range(d):
-            total += np.float64(x[h, t, c]) * x[h, t, c]
-        r = 1.0 / np.sqrt(total / d + eps)
+        r = 1.0 / np.sqrt((total / d if mean else total) + eps)
         for c in range(d):
             out[h, t, c] = x[h, t, c] * r * gain[c]

@@ -35,7 +35,8 @@ def staged(sc, which: str, index: int, a: np.ndarray, compiled: bool = False) ->
         else:
             a = got[f"{which}_conv"] = causal_conv(a.astype(np.float64), w).astype(dt)
     if which != "v" and sc.linear["l2"]:
-        got[f"{which}_unit"] = _fused("l2_rows", a, L2_EPS) if compiled else l2norm(a.astype(np.float64)).astype(dt)
+        got[f"{which}_unit"] = _fused("norm_rows", a, np.ones(a.shape[-1]), L2_EPS, False) if compiled else \
+            l2norm(a.astype(np.float64)).astype(dt)
     return got
 
 
@@ -50,7 +51,8 @@ def gated_z(run, h: int, o: np.ndarray, ids: dict, compiled: bool = False) -> np
     if compiled:
         gate = matmul(source, np.ascontiguousarray(norm["w_z"][h], dtype=dt))
         act = silu(gate) if norm["act"] == "silu" else sigmoid(gate)
-        return _fused("rms_rows", o, np.ascontiguousarray(norm["gain"], dtype=np.float64), float(norm["eps"])) * act
+        gain = np.ascontiguousarray(norm["gain"], dtype=np.float64)
+        return _fused("norm_rows", o, gain, float(norm["eps"]), True) * act
     gate = np.matmul(source, norm["w_z"][h].astype(dt))
     return gated_rms_norm(o, gate, norm["gain"].astype(dt), dt.type(norm["eps"]), norm["act"]).astype(dt, copy=False)
 
