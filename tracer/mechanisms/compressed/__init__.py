@@ -1,3 +1,50 @@
 """DeepSeek V4's compressed attention: besides a sliding window over the tokens, each query reads a
 pool of compressed entries, each a learned softmax pooling of m tokens (`pool`), through one
-key/value head with sinks, its output turned back and projected group by group (`attention`)."""
+key/value head with sinks, its output turned back and projected group by group (`attention`).
+
+In a trace (`compressed` keyword of from_arrays, filled from a checkpoint by
+models/deepseek_v4_layer.py): the queries, the keys and the indexer's choice enter as given
+(`reader`), the heads run the layer's own steps over n + E keys (`compute`, `steps`)."""
+from __future__ import annotations
+
+from ..declaration import Mechanism
+from . import steps
+from .reader import read
+
+
+def _describe(sc) -> dict:
+    c = sc.compressed
+    out = {"kind": c["kind"], "window": c["window"], "entries": len(c["entries"]), "streams": c["streams"],
+           "x": f"x = Σ_j pre_j·X_j over {c['streams']} streams"}
+    if c["m"] is not None:
+        out["m"] = c["m"]
+    if c["topk"] is not None:
+        out["topk"] = c["topk"]
+    return out
+
+
+def _given(trace) -> list:
+    """W_a and W_b (the grouped output projection), for the exports."""
+    c = trace.scenario.compressed
+    return [("compressed.w_a", ("group_feature", "heads·d_v"), c["w_a"]), ("compressed.w_b", ("d_model", "group_feature"),
+                                                                          c["w_b"])]
+
+
+def _projections(trace) -> list:
+    """What the heads read in place of W_Q, W_K and W_V (none is multiplied here): each head's queries,
+    turned, and the tokens' keys (= values), turned; the entries are the step pool.k."""
+    c, orient = trace.scenario.compressed, (lambda a: a.T) if trace.columns else (lambda a: a)
+    axes = ("d_k", "token") if trace.columns else ("token", "d_k")
+    return [(f"compressed.q[{h}]", axes, orient(q)) for h, q in enumerate(c["q"])] + \
+        [("compressed.kv", axes, orient(c["kv"]))]
+
+
+# DeepSeek V4's layer ([compressed], from_arrays' `compressed`): queries, keys over tokens then entries,
+# the indexer's choice; its mask is the scenario's (window, entries complete, entries kept)
+DECLARATION = Mechanism(
+    "compressed", "DeepSeek V4's compressed attention", field="compressed", label="[compressed]",
+    keys=("compressed",), arguments={"compressed": "compressed"}, read=read,
+    dims=lambda sc: steps.shape(sc.compressed), describe=_describe, given=_given, projections=_projections,
+    symbols={"compressed.w_a": "W_a", "compressed.w_b": "W_b", "compressed.kv": "K = V (tokens)"},
+    fused=False, online=False, decode=False,
+    texts={"masked.formula": steps.masked_formula, "masked.explain": steps.hidden})

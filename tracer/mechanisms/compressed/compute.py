@@ -1,0 +1,44 @@
+"""A DeepSeek V4 layer's numbers in a trace: its given parts before the heads, each head through the
+stage kernels' `attend` (scores … weights, the sink, z over the n + E keys) then turned back, and
+the grouped output projection after them."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..indexer import rotary
+from . import attention, pool
+
+
+def inputs(run) -> dict:
+    """hc.pre, pool.weights and pool.k, and the indexer's scores and choice over the entries."""
+    c, dt = run.scenario.compressed, run.dtype
+    got = {"hc.pre": c["pre"]}
+    if len(c["entries"]):
+        got.update({"pool.weights": pool.stacked(c["pool_weights"]), "pool.k": c["entries"]})
+        if c["index"] is not None:
+            got.update({"idx.scores": c["index"]["scores"], "idx.selected": c["index"]["selected"]})
+    return {sid: np.ascontiguousarray(a, dtype=dt) for sid, a in got.items()}
+
+
+def keys(sc) -> np.ndarray:
+    """The one key/value head: the tokens' keys, then the entries."""
+    return np.concatenate([sc.compressed["kv"], sc.compressed["entries"]])
+
+
+def head(run, h: int, K, ids: dict, allowed, bias, rule, attend_kinds) -> tuple[dict, bool]:
+    """Head h's steps: its given queries, the keys (= values), attend's steps, z turned back."""
+    sc, dt = run.scenario, run.dtype
+    k = np.ascontiguousarray(keys(sc), dtype=dt)
+    got = {"q_rot": np.ascontiguousarray(sc.compressed["q"][h], dtype=dt), "k": k, "v": k}
+    *arrays, finite = K.attend(got["q_rot"], k, k, allowed, bias, rule)
+    got.update(zip(attend_kinds, arrays))
+    got["z_rot"] = got.pop("z")
+    got["z"] = np.ascontiguousarray(rotary.turn(got["z_rot"], -sc.compressed["theta"], "interleaved", "last"), dtype=dt)
+    return {ids[kind]: a for kind, a in got.items() if kind in ids}, finite
+
+
+def output(run, y: np.ndarray) -> dict:
+    """o_groups and out from the heads' outputs side by side."""
+    c = run.scenario.compressed
+    groups, out = attention.grouped_output(y.astype(np.float64), c["w_a"], c["w_b"], c["groups"])
+    return {"o_groups": groups.astype(run.dtype), "out": out.astype(run.dtype)}

@@ -1,0 +1,71 @@
+"""A traced layer of a DeepSeek V4 checkpoint: the stream x entering it (the earlier blocks and the
+hyper-connections run in deepseek_v4_stream) and what its heads read, computed by its own formulas
+(deepseek_v4_block): the queries, the keys over the tokens then the compressed entries, the mask
+(window, entries complete, entries the indexer kept) and the sinks, as from_arrays keywords."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..checks import kind
+from ..errors import ScenarioError
+from ..mechanisms.compressed import pool
+from .deepseek_v4_block import SPARSE
+from .sparse_config import read_v4
+from .tokens import encode
+
+
+def is_v4(data: dict) -> bool:
+    return data.get("model_type") == "deepseek_v4"
+
+
+def header(c, layer: int, entries: int) -> str:
+    """`compressed_sparse_attention (m = 4, top 2 of 3 entries by its indexer; window 4)`."""
+    kind_ = c.kinds[layer]
+    if kind_ == "sliding_attention":
+        return f"{kind_} (window {c.window})"
+    chosen = f"top {c.index['topk']} of {entries} entries by its indexer" if kind_ == SPARSE else \
+        f"all {entries} entries"
+    return f"{kind_} (m = {c.rates[kind_]}, {chosen}; window {c.window})"
+
+
+def layer_arrays(folder, data: dict, text: str, layer, label: str, what: str) -> dict:
+    """from_arrays keywords of layer `layer` of the checkpoint in `folder` on `text`."""
+    from ..model_view.deepseek_v4 import check
+    from . import deepseek_v4_stream as stream
+    c = read_v4(data)
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < c.layers:
+        raise ScenarioError("model.layer", f"expected a layer from 0 to {c.layers - 1} (the model has {c.layers}), "
+                            f"got {kind(layer)}")
+    ids, pieces = encode(folder, text, data.get("max_position_embeddings", 1 << 20))
+    check(folder, len(ids))
+    t, _, pre = stream.open_checkpoint(folder)
+    at = f"{pre}layers.{layer}."
+    p = stream.run(folder, ids, layer)[-1]
+    d = c.head_dim
+    entries = p.get("pool.k", np.zeros((0, d)))
+    weights = p.get("pool.weights", np.zeros((0, 1, d)))
+    m = c.rates.get(c.kinds[layer])
+    section = dict(kind=c.kinds[layer], window=c.window, m=m, topk=c.index["topk"], streams=c.hc["streams"],
+                   pre=p["hc.pre"], q=p["q"], q_norm=p["q_norm"], theta=p["theta"], kv=p["kv"], entries=entries,
+                   pool_weights=weights, groups=c.groups, w_a=t[at + "attn.wo_a.weight"], w_b=t[at + "attn.wo_b.weight"],
+                   sources=pool.sources(len(entries), m, c.kinds[layer] == SPARSE) if len(entries) else
+                   np.zeros((0, 1), np.int64))
+    if c.kinds[layer] == SPARSE:
+        section["index"] = {"scores": p["idx.scores"], "selected": p["idx.selected"]}
+    streams, spread = c.hc["streams"], f"pre {p['hc.pre'].min():.3g} … {p['hc.pre'].max():.3g}"
+    said = header(c, layer, len(entries))
+    return dict(x=p["x"], tokens=pieces, compressed=section, sinks=t[at + "attn.attn_sink"], mask=p["allowed"],
+                norm_in=dict(kind="rms", gain=t[at + "attn_norm.weight"], eps=c.eps),
+                name=f"{label}_layer{layer}",
+                title=f"{label}, layer {layer} ({said}): {len(ids)} tokens, d_model {c.d_model}, {c.heads} heads of "
+                      f"{d}, one key/value head; x = Σ_j pre_j·X_j over {streams} streams",
+                description=f"Layer {layer} of {c.layers} of {what}. x: the {streams} residual streams entering layer "
+                            f"{layer} mixed by its hyper-connection, x = Σ_j pre_j·X_j ({spread}), computed by running "
+                            f"the earlier blocks; this layer is {said}.")
+
+
+def described(data: dict, path: str | None, text: str, layer: int, heads=None) -> dict:
+    """origin()'s dict for a DeepSeek V4 checkpoint (each layer's kind from its config)."""
+    kinds = read_v4(data).kinds
+    return {"path": path, "text": text, "layer": layer, "layers": len(kinds),
+            "heads": None if heads is None else list(heads), "kind": kinds[layer], "kinds": list(kinds)}
