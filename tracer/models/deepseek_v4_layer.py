@@ -24,7 +24,7 @@ def header(c, layer: int, entries: int) -> str:
     if kind_ == "sliding_attention":
         return f"{kind_} (window {c.window})"
     chosen = f"top {c.index['topk']} of {entries} entries by its indexer" if kind_ == SPARSE else \
-        f"all {entries} entries"
+        f"every entry ({entries})"
     return f"{kind_} (m = {c.rates[kind_]}, {chosen}; window {c.window})"
 
 

@@ -24,12 +24,12 @@ KINDS = ("sliding_attention", "compressed_sparse_attention", "heavily_compressed
 SPARSE = "compressed_sparse_attention"
 
 
-def _array(section: dict, key: str, shape: tuple) -> np.ndarray:
-    """section[key] as float64 with `shape` (None: any size there)."""
+def _array(section: dict, key: str, shape: tuple, at: str = "compressed.") -> np.ndarray:
+    """section[key] as float64 with `shape` (None: any size there); `at` names the section in a refusal."""
     a = np.asarray(section.get(key), dtype=np.float64) if section.get(key) is not None else None
     if a is None or a.ndim != len(shape) or any(w is not None and w != s for w, s in zip(shape, a.shape)):
         want = " × ".join("?" if w is None else str(w) for w in shape)
-        raise ScenarioError(f"compressed.{key}", f"expected an array {want}, got "
+        raise ScenarioError(at + key, f"expected an array {want}, got "
                             f"{'nothing' if a is None else ' × '.join(map(str, a.shape))}")
     return a
 
@@ -88,6 +88,6 @@ def read(scenario, data: dict) -> dict:
     out["index"] = None
     if layer_kind == SPARSE:
         index = section.get("index") or {}
-        out["index"] = {key: _array(index, key, (n, entries)) for key in ("scores", "selected")}
+        out["index"] = {key: _array(index, key, (n, entries), "compressed.index.") for key in ("scores", "selected")}
         out["index"]["selected"] = out["index"]["selected"] != 0
     return {"compressed": out}

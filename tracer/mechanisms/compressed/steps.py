@@ -77,9 +77,9 @@ def _turn(cell, before: np.ndarray, sign: int) -> str:
     if j < d - r:
         return f"= {cell.f(before[j])}   (the first {d - r} features carry no position: not turned)"
     k = (j - (d - r)) // 2
-    a, b, angle = before[d - r + 2 * k], before[d - r + 2 * k + 1], sign * theta[k]
-    parts = (f"{cell.f(a)}·cos({angle:.4g}) − {cell.f(b)}·sin({angle:.4g})" if j % 2 == (d - r) % 2 else
-             f"{cell.f(b)}·cos({angle:.4g}) + {cell.f(a)}·sin({angle:.4g})")
+    a, b, angle = before[d - r + 2 * k], before[d - r + 2 * k + 1], f"{sign * theta[k]:.4g}".replace("-", "−")
+    parts = (f"{cell.f(a)}·cos({angle}) − {cell.f(b)}·sin({angle})" if j % 2 == (d - r) % 2 else
+             f"{cell.f(b)}·cos({angle}) + {cell.f(a)}·sin({angle})")
     return f"= {parts} = {cell.f(cell.value)}   (pair {k} of the last {r} features, position {cell.at})"
 
 

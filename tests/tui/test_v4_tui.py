@@ -1,0 +1,53 @@
+"""DeepSeek V4 traced in the terminal UI (CONTRACT §18): a compressed sparse layer of the tiny
+checkpoint opens, its steps are listed, and the cell panel tells the new steps with their numbers
+(an entry's pooled tokens, a key hidden because its entry is not complete, the output turned back);
+the heads overview draws every head over the tokens then the entries."""
+import pytest
+
+import tracer
+from tui.screens.heads import HeadsScreen
+from tui.widgets.cell_info import CellInfo
+
+from tui_helpers import go_to, opened, pilot_test, screen_text, settle
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import tiny_sparse as ts  # noqa: E402
+
+TEXT = "the cat sat on the mat and the dog sat on the log"
+
+
+@pytest.fixture(scope="module")
+def layer1(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("deepseek_v4")
+    ts.build("deepseek_v4", folder, seed=3)
+    return tracer.from_model(str(folder), TEXT, 1)
+
+
+def story(app) -> str:
+    return " ".join(str(app.screen.query_one(CellInfo).render()).split())
+
+
+@pilot_test
+async def test_the_new_steps_are_listed_and_explained(layer1):
+    async with opened(layer1, size=(160, 50)) as (app, pilot):
+        listed = screen_text(app)
+        assert all(sid in listed for sid in ("hc.pre", "pool.weights", "pool.k", "idx.selected")), listed
+        await go_to(pilot, "pool.k")
+        assert "entry 0 pools tokens" in story(app), story(app)
+        await go_to(pilot, "h0.masked")
+        await pilot.press(*["down"] * 5, *["right"] * 16)   # query 5, key e2 (its window ends at token 11)
+        await settle(pilot)
+        assert app.screen.cell == (5, 16)
+        assert "has seen only up to token" in story(app) and "not complete" in story(app), story(app)
+        await go_to(pilot, "h0.z")   # the same query, its last feature: turned back at position 5
+        assert app.screen.cell == (5, 15)
+        assert "·cos(−" in story(app) and "position 5" in story(app), story(app)
+        await pilot.press("m")   # the heads overview, then the next layer (built from the checkpoint)
+        await settle(pilot)
+        heads = app.screen
+        assert isinstance(heads, HeadsScreen) and "layer 1 of 3" in str(heads.query_one("#heads-title").render())
+        await pilot.press("full_stop")
+        await settle(pilot)
+        assert "layer 2 of 3: heavily_compressed_attention" in str(heads.query_one("#heads-title").render())
