@@ -160,6 +160,7 @@ def with_mechanisms() -> list:
     v4 = tracer.from_arrays(r(5, 6), **v4_layer.arrays(n=5, seed=6))
     return [("QK-norm over all heads, yarn, output norm", sc, {}),
             ("DeepSeek V4's compressed sparse layer, sinks", v4, {}),
+            ("DeepSeek V4's compressed sparse layer, columns", v4, dict(layout="columns")),
             ("a lightning indexer of 2 heads, top-2", indexed, {}),
             ("a lightning indexer, by-hand, columns", indexed, dict(arithmetic="by-hand", layout="columns")),
             ("linear kda, grouped, columns", kda, dict(layout="columns")),

@@ -17,20 +17,27 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checks import kind
+from ...checks import choice, kind, unknown
 from ...errors import ScenarioError
 
 KINDS = ("sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention")
 SPARSE = "compressed_sparse_attention"
+SECTION_KEYS = ("kind", "window", "m", "topk", "streams", "pre", "q", "q_norm", "kv", "entries", "pool_weights",
+                "sources", "theta", "groups", "w_a", "w_b", "index")
 
 
 def _array(section: dict, key: str, shape: tuple, at: str = "compressed.") -> np.ndarray:
-    """section[key] as float64 with `shape` (None: any size there); `at` names the section in a refusal."""
-    a = np.asarray(section.get(key), dtype=np.float64) if section.get(key) is not None else None
-    if a is None or a.ndim != len(shape) or any(w is not None and w != s for w, s in zip(shape, a.shape)):
-        want = " × ".join("?" if w is None else str(w) for w in shape)
-        raise ScenarioError(at + key, f"expected an array {want}, got "
-                            f"{'nothing' if a is None else ' × '.join(map(str, a.shape))}")
+    """section[key] as float64 with `shape` (a number: that size; a word: any size, named so in a
+    refusal); `at` names the section in a refusal."""
+    value = section.get(key)
+    try:
+        a = None if value is None else np.asarray(value, dtype=np.float64)
+    except (ValueError, TypeError):
+        a = None
+    if a is None or a.ndim != len(shape) or any(isinstance(w, int) and w != s for w, s in zip(shape, a.shape)):
+        got = "nothing" if value is None else kind(value) if a is None or not a.ndim else \
+            "an array " + " × ".join(map(str, a.shape))
+        raise ScenarioError(at + key, f"expected an array {' × '.join(map(str, shape))}, got {got}")
     return a
 
 
@@ -45,8 +52,9 @@ def sizes(section) -> tuple[int, int, int]:
     """(heads, D, entries) of a section, before the rest is checked: the layer's shape depends on them."""
     if not isinstance(section, dict):
         raise ScenarioError("compressed", f"expected a table (kind, window, q, kv, entries …), got {kind(section)}")
-    q = _array(section, "q", (None, None, None))
-    return q.shape[0], q.shape[2], len(_array(section, "entries", (None, q.shape[2])))
+    unknown(section, SECTION_KEYS, "compressed.")
+    q = _array(section, "q", ("heads", "tokens", "D"))
+    return q.shape[0], q.shape[2], len(_array(section, "entries", ("entries", q.shape[2])))
 
 
 def weights(section) -> dict:
@@ -64,9 +72,7 @@ def read(scenario, data: dict) -> dict:
         return {}
     heads, d, entries = sizes(section)
     n = scenario.n
-    layer_kind = section.get("kind")
-    if layer_kind not in KINDS:
-        raise ScenarioError("compressed.kind", f"expected one of {', '.join(KINDS)}, got {kind(layer_kind)}")
+    layer_kind = choice(section, "kind", KINDS, None, "compressed.kind")
     out = {"kind": layer_kind, "window": _count(section, "window"), "groups": _count(section, "groups")}
     out["m"] = _count(section, "m") if layer_kind != KINDS[0] else None
     out["topk"] = _count(section, "topk") if layer_kind == SPARSE else None
@@ -74,20 +80,26 @@ def read(scenario, data: dict) -> dict:
     out["pre"] = _array(section, "pre", (n, out["streams"]))
     out["q"], out["q_norm"] = (_array(section, key, (heads, n, d)) for key in ("q", "q_norm"))
     out["kv"], out["entries"] = _array(section, "kv", (n, d)), _array(section, "entries", (entries, d))
-    out["theta"] = _array(section, "theta", (n, None))
+    out["theta"] = _array(section, "theta", (n, "r/2"))
     if 2 * out["theta"].shape[1] > d:
         raise ScenarioError("compressed.theta", f"expected at most {d // 2} angles a position, got {out['theta'].shape[1]}")
-    out["pool_weights"] = _array(section, "pool_weights", (entries, None, d))
+    out["pool_weights"] = _array(section, "pool_weights", (entries, "slots", d))
     out["sources"] = _array(section, "sources", (entries, out["pool_weights"].shape[1])).astype(np.int64)
+    src = out["sources"]
+    if ((src < -1) | (src >= n)).any() or (src < 0).all(axis=1).any():
+        raise ScenarioError("compressed.sources", f"expected each slot's token, 0 to {n - 1} (−1: an empty slot), "
+                            "and at least one token an entry")
     if heads * d % out["groups"] or heads % out["groups"]:
         raise ScenarioError("compressed.groups", f"expected a number of groups that divides {heads} heads")
-    out["w_a"] = _array(section, "w_a", (None, heads * d // out["groups"]))
+    out["w_a"] = _array(section, "w_a", ("groups·d_g", heads * d // out["groups"]))
     if len(out["w_a"]) % out["groups"]:
         raise ScenarioError("compressed.w_a", f"expected rows in {out['groups']} equal groups, got {len(out['w_a'])}")
-    out["w_b"] = _array(section, "w_b", (None, len(out["w_a"])))
+    out["w_b"] = _array(section, "w_b", ("d_model", len(out["w_a"])))
     out["index"] = None
     if layer_kind == SPARSE:
         index = section.get("index") or {}
+        if not isinstance(index, dict):
+            raise ScenarioError("compressed.index", f"expected a table with scores and selected, got {kind(index)}")
         out["index"] = {key: _array(index, key, (n, entries), "compressed.index.") for key in ("scores", "selected")}
         out["index"]["selected"] = out["index"]["selected"] != 0
     return {"compressed": out}

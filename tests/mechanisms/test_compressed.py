@@ -1,0 +1,89 @@
+"""DeepSeek V4's compressed attention as the engine traces it (mechanisms/compressed), on a layer
+written here (tests/v4_layer.py): every head's weights over the tokens then the entries with the
+sink, z turned back and the grouped output against NumPy written in this file, in both layouts;
+the section's refusals in one line, from from_arrays and from a scenario file on the command line.
+The checkpoint's layers against transformers: tests/test_v4_traced.py."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracer
+import v4_layer
+from tui.cli import main
+
+RNG = np.random.default_rng(11)
+X = RNG.normal(size=(5, 6))
+
+
+@pytest.fixture(scope="module")
+def layer():
+    keys = v4_layer.arrays(n=5, heads=2, d=4, seed=4)
+    return keys, tracer.from_arrays(X, **keys)
+
+
+def reference(keys: dict) -> dict:
+    """weights (heads × n × (n + E)), sink (heads × n), z (heads × n × D), o_groups, out, written here."""
+    c, allowed, sinks = keys["compressed"], keys["mask"], keys["sinks"]
+    kv = np.concatenate([c["kv"], c["entries"]])
+    s = np.einsum("hid,jd->hij", c["q"], kv) / 2.0                  # ÷ √D, D = 4
+    s = np.where(allowed, s, -np.inf)
+    top = np.maximum(s.max(axis=2), sinks[:, None])
+    powers, sink = np.exp(s - top[..., None]), np.exp(sinks[:, None] - top)
+    total = powers.sum(axis=2) + sink
+    w = powers / total[..., None]
+    z_rot = w @ kv
+    angle = -c["theta"][:, 0]                                       # the last pair, features 2 and 3
+    z = z_rot.copy()
+    z[..., 2] = z_rot[..., 2] * np.cos(angle) - z_rot[..., 3] * np.sin(angle)
+    z[..., 3] = z_rot[..., 3] * np.cos(angle) + z_rot[..., 2] * np.sin(angle)
+    concat = np.concatenate(list(z), axis=1)                       # token × heads·D
+    w_o = np.zeros((8, 6))                                          # the grouped W_a as one block-diagonal matrix
+    for g in range(2):
+        w_o[4 * g:4 * g + 4, 3 * g:3 * g + 3] = c["w_a"][3 * g:3 * g + 3].T
+    groups = concat @ w_o
+    return dict(weights=w, sink=sink / total, z_rot=z_rot, z=z, o_groups=groups, out=groups @ c["w_b"].T)
+
+
+@pytest.mark.parametrize("layout", ["rows", "columns"])
+def test_the_heads_and_the_grouped_output_against_numpy(layer, layout):
+    keys, sc = layer
+    tr, want = tracer.run(sc, layout=layout), reference(keys)
+    rows = (lambda a: a.T) if layout == "columns" else (lambda a: a)  # noqa: E731
+    for h in range(2):
+        np.testing.assert_allclose(rows(tr[f"h{h}.weights"]), want["weights"][h], rtol=1e-12, atol=1e-15)
+        assert ((rows(tr[f"h{h}.weights"]) == 0) == ~keys["mask"]).all()
+        np.testing.assert_allclose(rows(tr[f"h{h}.sink"])[:, 0], want["sink"][h], rtol=1e-12)
+        np.testing.assert_allclose(rows(tr[f"h{h}.z_rot"]), want["z_rot"][h], rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(rows(tr[f"h{h}.z"]), want["z"][h], rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(rows(tr["o_groups"]), want["o_groups"], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(rows(tr["out"]), want["out"], rtol=1e-12, atol=1e-14)
+    assert tr.step("kv0.k").shape == ((4, 7) if layout == "columns" else (7, 4))   # 5 tokens, then 2 entries
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(q=None), "compressed.q: expected an array heads × tokens × D, got nothing"),
+    (dict(kind="sliding"), 'compressed.kind: expected "sliding_attention", "compressed_sparse_attention" or '
+                           '"heavily_compressed_attention", got a string'),
+    (dict(pre=np.ones((4, 2))), "compressed.pre: expected an array 5 × 2, got an array 4 × 2"),
+    (dict(groups=3), "compressed.groups: expected a number of groups that divides 2 heads"),
+    (dict(index=None), "compressed.index.scores: expected an array 5 × 2, got nothing"),
+    (dict(sources=np.full((2, 4), 9)), "compressed.sources: expected each slot's token, 0 to 4"),
+    (dict(q=[[[1.0], [1.0, 2.0]]]), "compressed.q: expected an array heads × tokens × D, got a list"),
+    (dict(stride=2), "compressed.stride: unknown field"),
+])
+def test_a_bad_section_is_refused_in_one_line(layer, change, message):
+    keys, _ = layer
+    bad = dict(keys, compressed={**keys["compressed"], **change})
+    with pytest.raises(tracer.ScenarioError) as err:
+        tracer.from_arrays(X, **bad)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value), str(err.value)
+
+
+def test_the_command_line_names_the_file_and_the_field(tmp_path, capsys):
+    path = tmp_path / "v4.toml"
+    path.write_text('x = [[1.0, 0.0], [0.0, 1.0]]\n[compressed]\nkind = "sliding_attention"\nwindow = 2\n',
+                    encoding="utf-8")
+    assert main(["show", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"attnsim: error: {path}: compressed.q: expected an array heads × tokens × D, got nothing\n"
