@@ -240,7 +240,7 @@ def check_sources(trace, step, r: int, c: int) -> None:
     elif step.kind == "sums":
         got = pick(step.inputs[0]).sum()
         if trace.scenario.sinks is not None:   # plus the sink's power, which is its share of the sum
-            got += value * float(trace[step.id.replace("sums", "sink")][r, 0])
+            got += value * float(trace[step.id.replace("sums", "sink")][r, c])   # the same cell: one wide either way
     elif step.kind == "concat":  # one cell of the head it came from
         (sid,) = src
         head = c // trace.scenario.d_v if trace.layout == 'rows' else r // trace.scenario.d_v
