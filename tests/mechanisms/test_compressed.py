@@ -26,7 +26,13 @@ def reference(keys: dict) -> dict:
     """weights (heads × n × (n + E)), sink (heads × n), z (heads × n × D), o_groups, out, written here."""
     c, allowed, sinks = keys["compressed"], keys["mask"], keys["sinks"]
     kv = np.concatenate([c["kv"], c["entries"]])
-    s = np.einsum("hid,jd->hij", c["q"], kv) / 2.0                  # ÷ √D, D = 4
+    q = np.einsum("tr,hrd->htd", c["c_q"], c["w_qb"])
+    q = q / np.sqrt((q ** 2).mean(axis=2, keepdims=True) + 1e-6)    # RMS-normed, no gain
+    turned = q.copy()                                               # the last pair turned by p·0.5
+    angle = np.arange(5) * 0.5
+    turned[..., 2] = q[..., 2] * np.cos(angle) - q[..., 3] * np.sin(angle)
+    turned[..., 3] = q[..., 3] * np.cos(angle) + q[..., 2] * np.sin(angle)
+    s = np.einsum("hid,jd->hij", turned, kv) / 2.0                  # ÷ √D, D = 4
     s = np.where(allowed, s, -np.inf)
     top = np.maximum(s.max(axis=2), sinks[:, None])
     powers, sink = np.exp(s - top[..., None]), np.exp(sinks[:, None] - top)
@@ -42,7 +48,7 @@ def reference(keys: dict) -> dict:
     for g in range(2):
         w_o[4 * g:4 * g + 4, 3 * g:3 * g + 3] = c["w_a"][3 * g:3 * g + 3].T
     groups = concat @ w_o
-    return dict(weights=w, sink=sink / total, z_rot=z_rot, z=z, o_groups=groups, out=groups @ c["w_b"].T)
+    return dict(q_rot=turned, weights=w, sink=sink / total, z_rot=z_rot, z=z, o_groups=groups, out=groups @ c["w_b"].T)
 
 
 @pytest.mark.parametrize("layout", ["rows", "columns"])
@@ -51,6 +57,7 @@ def test_the_heads_and_the_grouped_output_against_numpy(layer, layout):
     tr, want = tracer.run(sc, layout=layout), reference(keys)
     rows = (lambda a: a.T) if layout == "columns" else (lambda a: a)  # noqa: E731
     for h in range(2):
+        np.testing.assert_allclose(rows(tr[f"h{h}.q_rot"]), want["q_rot"][h], rtol=1e-12, atol=1e-15)
         np.testing.assert_allclose(rows(tr[f"h{h}.weights"]), want["weights"][h], rtol=1e-12, atol=1e-15)
         assert ((rows(tr[f"h{h}.weights"]) == 0) == ~keys["mask"]).all()
         np.testing.assert_allclose(rows(tr[f"h{h}.sink"])[:, 0], want["sink"][h], rtol=1e-12)
@@ -62,14 +69,16 @@ def test_the_heads_and_the_grouped_output_against_numpy(layer, layout):
 
 
 @pytest.mark.parametrize("change, message", [
-    (dict(q=None), "compressed.q: expected an array heads × tokens × D, got nothing"),
+    (dict(w_qb=None), "compressed.w_qb: expected an array heads × q_rank × D, got nothing"),
+    (dict(c_q=np.ones((5, 2))), "compressed.c_q: expected an array 5 × 3, got an array 5 × 2"),
+    (dict(eps=2.0), "compressed.eps: expected a number between 0 and 1, got 2"),
     (dict(kind="sliding"), 'compressed.kind: expected "sliding_attention", "compressed_sparse_attention" or '
                            '"heavily_compressed_attention", got a string'),
     (dict(pre=np.ones((4, 2))), "compressed.pre: expected an array 5 × 2, got an array 4 × 2"),
     (dict(groups=3), "compressed.groups: expected a number of groups that divides 2 heads"),
     (dict(index=None), "compressed.index.scores: expected an array 5 × 2, got nothing"),
     (dict(sources=np.full((2, 4), 9)), "compressed.sources: expected each slot's token, 0 to 4"),
-    (dict(q=[[[1.0], [1.0, 2.0]]]), "compressed.q: expected an array heads × tokens × D, got a list"),
+    (dict(w_qb=[[[1.0], [1.0, 2.0]]]), "compressed.w_qb: expected an array heads × q_rank × D, got a list"),
     (dict(stride=2), "compressed.stride: unknown field"),
 ])
 def test_a_bad_section_is_refused_in_one_line(layer, change, message):
@@ -86,4 +95,4 @@ def test_the_command_line_names_the_file_and_the_field(tmp_path, capsys):
                     encoding="utf-8")
     assert main(["show", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err == f"attnsim: error: {path}: compressed.q: expected an array heads × tokens × D, got nothing\n"
+    assert err == f"attnsim: error: {path}: compressed.w_qb: expected an array heads × q_rank × D, got nothing\n"

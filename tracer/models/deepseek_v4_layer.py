@@ -46,7 +46,8 @@ def layer_arrays(folder, data: dict, text: str, layer, label: str, what: str) ->
     weights = p.get("pool.weights", np.zeros((0, 1, d)))
     m = c.rates.get(c.kinds[layer])
     section = dict(kind=c.kinds[layer], window=c.window, m=m, topk=c.index["topk"], streams=c.hc["streams"],
-                   pre=p["hc.pre"], q=p["q"], q_norm=p["q_norm"], theta=p["theta"], kv=p["kv"], entries=entries,
+                   pre=p["hc.pre"], c_q=p["c_q"], w_qb=_per_head(t[at + "attn.wq_b.weight"], c.heads), eps=c.eps,
+                   theta=p["theta"], kv=p["kv"], entries=entries,
                    pool_weights=weights, groups=c.groups, w_a=t[at + "attn.wo_a.weight"], w_b=t[at + "attn.wo_b.weight"],
                    sources=pool.sources(len(entries), m, c.kinds[layer] == SPARSE) if len(entries) else
                    np.zeros((0, 1), np.int64))
@@ -62,6 +63,11 @@ def layer_arrays(folder, data: dict, text: str, layer, label: str, what: str) ->
                 description=f"Layer {layer} of {c.layers} of {what}. x: the {streams} residual streams entering layer "
                             f"{layer} mixed by its hyper-connection, x = Σ_j pre_j·X_j ({spread}), computed by running "
                             f"the earlier blocks; this layer is {said}.")
+
+
+def _per_head(w: np.ndarray, heads: int) -> np.ndarray:
+    """W_QB as saved, (heads·D) × q_rank, as heads × q_rank × D."""
+    return np.ascontiguousarray(w.reshape(heads, -1, w.shape[1]).transpose(0, 2, 1))
 
 
 def described(data: dict, path: str | None, text: str, layer: int, heads=None) -> dict:

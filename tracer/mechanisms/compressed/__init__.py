@@ -31,12 +31,12 @@ def _given(trace) -> list:
 
 
 def _projections(trace) -> list:
-    """What the heads read in place of W_Q, W_K and W_V (none is multiplied here): each head's queries,
-    turned, and the tokens' keys (= values), turned; the entries are the step pool.k."""
+    """What the heads read in place of W_Q, W_K and W_V: each head's W_QB (its queries read c_q, a
+    step), and the tokens' keys (= values), turned (the entries are the step pool.k)."""
     c, orient = trace.scenario.compressed, (lambda a: a.T) if trace.columns else (lambda a: a)
-    axes = ("d_k", "token") if trace.columns else ("token", "d_k")
-    return [(f"compressed.q[{h}]", axes, orient(q)) for h, q in enumerate(c["q"])] + \
-        [("compressed.kv", axes, orient(c["kv"]))]
+    kv, w_qb = ("d_k", "token"), ("d_k", "q_rank")
+    return [(f"compressed.w_qb[{h}]", w_qb if trace.columns else w_qb[::-1], orient(w)) for h, w in enumerate(c["w_qb"])] \
+        + [("compressed.kv", kv if trace.columns else kv[::-1], orient(c["kv"]))]
 
 
 # DeepSeek V4's layer ([compressed], from_arrays' `compressed`): queries, keys over tokens then entries,
@@ -45,6 +45,7 @@ DECLARATION = Mechanism(
     "compressed", "DeepSeek V4's compressed attention", field="compressed", label="[compressed]",
     keys=("compressed",), arguments={"compressed": "compressed"}, read=read,
     dims=lambda sc: steps.shape(sc.compressed), describe=_describe, given=_given, projections=_projections,
-    symbols={"compressed.w_a": "W_a", "compressed.w_b": "W_b", "compressed.kv": "K = V (tokens)"},
+    symbols={"compressed.w_a": "W_a", "compressed.w_b": "W_b", "compressed.kv": "K = V (tokens)",
+             "compressed.w_qb": "W_QB"},
     fused=False, online=False, decode=False,
     texts={"masked.formula": steps.masked_formula, "masked.explain": steps.hidden})

@@ -10,9 +10,9 @@ from . import attention, pool
 
 
 def inputs(run) -> dict:
-    """hc.pre, pool.weights and pool.k, and the indexer's scores and choice over the entries."""
+    """hc.pre, pool.weights and pool.k, the indexer's scores and choice over the entries, and c_q."""
     c, dt = run.scenario.compressed, run.dtype
-    got = {"hc.pre": c["pre"]}
+    got = {"hc.pre": c["pre"], "c_q": c["c_q"]}
     if len(c["entries"]):
         got.update({"pool.weights": pool.stacked(c["pool_weights"]), "pool.k": c["entries"]})
         if c["index"] is not None:
@@ -26,10 +26,15 @@ def keys(sc) -> np.ndarray:
 
 
 def head(run, h: int, K, ids: dict, allowed, bias, rule, attend_kinds) -> tuple[dict, bool]:
-    """Head h's steps: its given queries, the keys (= values), attend's steps, z turned back."""
-    sc, dt = run.scenario, run.dtype
+    """Head h's steps: its queries (c_q·W_QB, normed without a gain, turned), the keys (= values),
+    attend's steps, z turned back."""
+    sc, dt, c = run.scenario, run.dtype, run.scenario.compressed
     k = np.ascontiguousarray(keys(sc), dtype=dt)
-    got = {"q_rot": np.ascontiguousarray(sc.compressed["q"][h], dtype=dt), "k": k, "v": k}
+    q = c["c_q"] @ c["w_qb"][h]
+    q_norm = q / np.sqrt(np.mean(q * q, axis=-1, keepdims=True) + c["eps"])
+    got = {"q": q, "q_norm": q_norm, "q_rot": rotary.turn(q_norm, c["theta"], "interleaved", "last")}
+    got = {kind: np.ascontiguousarray(a, dtype=dt) for kind, a in got.items()}
+    got.update(k=k, v=k)
     *arrays, finite = K.attend(got["q_rot"], k, k, allowed, bias, rule)
     got.update(zip(attend_kinds, arrays))
     got["z_rot"] = got.pop("z")

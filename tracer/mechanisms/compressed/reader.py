@@ -5,7 +5,8 @@ formulas before them, checked once here.
     kind      sliding_attention | compressed_sparse_attention | heavily_compressed_attention
     window    W: each query reads the last W tokens        m: tokens an entry pools (compressed kinds)
     topk      the entries the indexer keeps (sparse kind)   streams, pre: N and how x mixed them (n × N)
-    q         heads × n × D, the queries turned             q_norm: the same before the turn
+    c_q       n × q_rank, RMSNorm(h·W_QA)·g                 w_qb: heads × q_rank × D (each head's W_QB)
+    eps       the gainless RMS norm of each head's query
     kv        n × D, the tokens' keys = values, turned      entries: E × D, the pooled keys (`pool.k`)
     pool_weights  E × S × D                                 sources: E × S, the token of each slot (−1: none)
     theta     n × r/2, p·θ of every position (the turn of the last r features)
@@ -17,13 +18,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checks import choice, kind, unknown
+from ...checks import choice, kind, number, unknown
 from ...errors import ScenarioError
 
 KINDS = ("sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention")
 SPARSE = "compressed_sparse_attention"
-SECTION_KEYS = ("kind", "window", "m", "topk", "streams", "pre", "q", "q_norm", "kv", "entries", "pool_weights",
-                "sources", "theta", "groups", "w_a", "w_b", "index")
+SECTION_KEYS = ("kind", "window", "m", "topk", "streams", "pre", "c_q", "w_qb", "eps", "kv", "entries",
+                "pool_weights", "sources", "theta", "groups", "w_a", "w_b", "index")
 
 
 def _array(section: dict, key: str, shape: tuple, at: str = "compressed.") -> np.ndarray:
@@ -51,10 +52,11 @@ def _count(section: dict, key: str, low: int = 1) -> int:
 def sizes(section) -> tuple[int, int, int]:
     """(heads, D, entries) of a section, before the rest is checked: the layer's shape depends on them."""
     if not isinstance(section, dict):
-        raise ScenarioError("compressed", f"expected a table (kind, window, q, kv, entries …), got {kind(section)}")
+        raise ScenarioError("compressed", f"expected a table (kind, window, c_q, w_qb, kv, entries …), got "
+                            f"{kind(section)}")
     unknown(section, SECTION_KEYS, "compressed.")
-    q = _array(section, "q", ("heads", "tokens", "D"))
-    return q.shape[0], q.shape[2], len(_array(section, "entries", ("entries", q.shape[2])))
+    w_qb = _array(section, "w_qb", ("heads", "q_rank", "D"))
+    return w_qb.shape[0], w_qb.shape[2], len(_array(section, "entries", ("entries", w_qb.shape[2])))
 
 
 def weights(section) -> dict:
@@ -78,7 +80,11 @@ def read(scenario, data: dict) -> dict:
     out["topk"] = _count(section, "topk") if layer_kind == SPARSE else None
     out["streams"] = _count(section, "streams")
     out["pre"] = _array(section, "pre", (n, out["streams"]))
-    out["q"], out["q_norm"] = (_array(section, key, (heads, n, d)) for key in ("q", "q_norm"))
+    out["w_qb"] = _array(section, "w_qb", (heads, "q_rank", d))
+    out["c_q"] = _array(section, "c_q", (n, out["w_qb"].shape[1]))
+    out["eps"] = number(section.get("eps", 1e-6), "compressed.eps")
+    if not 0 < out["eps"] < 1:
+        raise ScenarioError("compressed.eps", f"expected a number between 0 and 1, got {out['eps']:g}")
     out["kv"], out["entries"] = _array(section, "kv", (n, d)), _array(section, "entries", (entries, d))
     out["theta"] = _array(section, "theta", (n, "r/2"))
     if 2 * out["theta"].shape[1] > d:

@@ -28,20 +28,22 @@ class Shape(NamedTuple):
     group_rank: int
     rope: int          # r: the last r features of a head turn
     indexed: bool
+    q_rank: int        # c_q's width
 
 
 def shape(c: dict) -> Shape:
     e, s, _ = c["pool_weights"].shape
     return Shape(c["kind"], e, s, c["streams"], c["groups"], len(c["w_a"]) // c["groups"], 2 * c["theta"].shape[1],
-                 c["index"] is not None)
+                 c["index"] is not None, c["w_qb"].shape[1])
 
 
 def axes(dims) -> dict:
     """The sizes of its steps' own axes (0 without it)."""
     s = dims.of("compressed")
     if s is None:
-        return dict(entry=0, entry_slot=0, stream=0, group_feature=0)
-    return dict(entry=s.entries, entry_slot=s.entries * s.slots, stream=s.streams, group_feature=s.groups * s.group_rank)
+        return dict(entry=0, entry_slot=0, stream=0, group_feature=0, q_rank=0)
+    return dict(entry=s.entries, entry_slot=s.entries * s.slots, stream=s.streams, group_feature=s.groups * s.group_rank,
+                q_rank=s.q_rank)
 
 
 def on(ctx) -> bool:
@@ -95,12 +97,20 @@ register(Kind(
     sources=lambda cell: {}, inputs=lambda ctx, h: [], present=on), after="x")
 
 register(Kind(
+    "compressed_c_q", "Compressed queries", ("token", "q_rank"), "input",
+    "DeepSeek V4 squeezes each token's normed input through a low-rank W_QA and RMS-norms it (with a gain): every "
+    "head's query is read from this c_q.",
+    formula=lambda ctx: "C_Q = RMSNorm(N·W_QA)·g",
+    explain=lambda cell: f"= {cell.f(cell.value)}   (token {cell.token(cell.i)}'s compressed query, for every head)",
+    sources=lambda cell: {}, inputs=lambda ctx, h: [], present=on, short="c_q"), after="norm_in")
+
+register(Kind(
     "pool.weights", "Pooling weights", ("entry_slot", "d_k"), "input",
     "Every m tokens become one compressed entry: a softmax over its slots, feature by feature, says how much "
     "each token's projection counts in it. Row e·S + s is slot s of entry e.",
     formula=lambda ctx: "W[e,s] = softmax over the slots s of Z[e,s] + B[s], per feature  (Z = h·W_Z, B learned)",
     explain=lambda cell: _slot(cell), sources=lambda cell: {}, inputs=lambda ctx, h: [], present=_pooling),
-    after="hc.pre")
+    after="compressed_c_q")
 
 
 def _slot(cell) -> str:
@@ -156,12 +166,48 @@ register(Kind(
 # ------------------------------------------------------------------ the heads
 
 register(Kind(
+    "compressed_q_proj", "Queries", ("token", "d_k"), "head",
+    "A query is what a token is looking for: its compressed query c_q through the head's W_QB.",
+    formula=lambda ctx: "Q = C_Q·W_QB,h", inputs=lambda ctx, h: ["c_q"],
+    explain=lambda cell: cell.project(cell.rows("c_q"), _c(cell)["w_qb"][cell.step.head], "W_QB",
+                                      f"c_q({cell.token(cell.i)})"),
+    sources=lambda cell: whole_row("c_q", cell.i, cell.rows("c_q").shape[1]), present=on, short="q", chain="query",
+    tip=PRODUCTS), after="q")
+
+
+def _norm_explain(cell) -> str:
+    row = cell.rows(cell.step.inputs[0])[cell.i]
+    return (f"= {cell.f(row[cell.j])} ÷ √({float(np.mean(row * row)):.4g} + {_c(cell)['eps']:g}) = "
+            f"{cell.f(cell.value)}   (the root mean square of the head's query, no gain)")
+
+
+register(Kind(
+    "compressed_q_norm", "Queries, normed", ("token", "d_k"), "head",
+    "Each head's query is RMS-normed without a gain: its scale is set before the turn and the scores.",
+    formula=lambda ctx: "q ÷ √(mean(q²) + ε), per token", explain=_norm_explain,
+    sources=lambda cell: whole_row(cell.step.inputs[0], cell.i, cell.rows(cell.step.inputs[0]).shape[1]),
+    inputs=lambda ctx, h: [ctx.sid("compressed_q_proj", h)], present=on, short="q_norm", chain="query",
+    tip="divide by the root of the mean of the row's squares plus ε"), after="compressed_q_proj")
+
+
+def _pair(cell) -> list[tuple[int, int]]:
+    """The cells a turned feature reads: its pair (or itself, past the turned ones)."""
+    d, r, j = cell.scenario.d_k, 2 * _c(cell)["theta"].shape[1], cell.j
+    if j < d - r:
+        return [(cell.i, j)]
+    first = j - (j - (d - r)) % 2
+    return [(cell.i, first), (cell.i, first + 1)]
+
+
+register(Kind(
     "compressed_q", "Queries, turned", ("token", "d_k"), "head",
-    "DeepSeek V4's query: c_q (h through a low-rank W_QA, RMS-normed) times the head's W_QB, RMS-normed without a "
-    "gain, then its last r features turned by the token's position.",
-    formula=lambda ctx: "q = RoPE_last r(RMSNorm(c_q·W_QB,h)),  c_q = RMSNorm(h·W_QA)·g",
-    explain=lambda cell: _turn(cell, _c(cell)["q_norm"][cell.step.head][cell.at], 1),
-    sources=lambda cell: {}, inputs=lambda ctx, h: [], present=on, short="q_rot", chain="query"), after="q")
+    "The last r features of each query turn by the token's position (interleaved pairs), as the keys' do: a "
+    "score then depends on how far apart the tokens are.",
+    formula=lambda ctx: "RoPE_last r(q_norm): pair i turned by p·θ_i",
+    explain=lambda cell: _turn(cell, cell.rows(cell.step.inputs[0])[cell.i], 1),
+    sources=lambda cell: {cell.step.inputs[0]: _pair(cell)},
+    inputs=lambda ctx, h: [ctx.sid("compressed_q_norm", h)], present=on, short="q_rot", chain="query",
+    tip="a·cos − b·sin for the first of a pair, b·cos + a·sin for the second"), after="compressed_q_norm")
 
 
 def _key_explain(cell) -> str:
@@ -197,7 +243,7 @@ register(Kind(
     "leaves what each key contributed a function of its distance only.",
     formula=lambda ctx: "Z = RoPE_last r(Z_rot, −p·θ)   (turned back at the query's position)",
     explain=lambda cell: _turn(cell, cell.rows(cell.step.inputs[0])[cell.i], -1),
-    sources=lambda cell: whole_row(cell.step.inputs[0], cell.i, cell.rows(cell.step.inputs[0]).shape[1]),
+    sources=lambda cell: {cell.step.inputs[0]: _pair(cell)},
     inputs=lambda ctx, h: [ctx.sid("z_rot", h)], present=on, short="z"), after="z_rot")
 
 
