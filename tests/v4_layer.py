@@ -1,5 +1,5 @@
 """A small DeepSeek V4 layer written here with NumPy, as from_arrays takes it (`compressed=`): random
-compressed queries c_q and W_QB, the tokens' keys, entries of m = 2 tokens with overlapping windows, an
+compressed queries c_q and W_QB, the keys' W_KV and gain, entries of m = 2 tokens with overlapping windows, an
 indexer's scores and its top-1 choice, and the mask they make (a window of 2, entries complete,
 entries kept). For the tests that need a layer of every mechanism; the checkpoint's own layers are
 checked against transformers in test_v4_traced.py."""
@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 
-def arrays(n: int = 5, heads: int = 2, d: int = 4, seed: int = 0, sinks: bool = True) -> dict:
-    """from_arrays keywords (without x) of a compressed sparse layer of n tokens: m = 2, window 2, top-1,
-    with a sink per head or none."""
+def arrays(n: int = 5, heads: int = 2, d: int = 4, seed: int = 0, sinks: bool = True, d_model: int = 6) -> dict:
+    """from_arrays keywords (without x, n × d_model) of a compressed sparse layer of n tokens: m = 2,
+    window 2, top-1, with a sink per head or none."""
     rng = np.random.default_rng(seed)
     m, window, entries = 2, 2, n // 2
     theta = np.arange(n)[:, None] * np.array([[0.5]])              # one turned pair: the last 2 features
@@ -28,7 +28,8 @@ def arrays(n: int = 5, heads: int = 2, d: int = 4, seed: int = 0, sinks: bool = 
     allowed = np.concatenate([(j <= i) & (j > i - window), selected], axis=1)
     section = dict(kind="compressed_sparse_attention", window=window, m=m, topk=1, streams=2,
                    pre=rng.random((n, 2)), c_q=c_q, w_qb=w_qb, eps=1e-6, theta=theta,
-                   kv=rng.normal(size=(n, d)), entries=rng.normal(size=(entries, d)), pool_weights=pool_weights,
+                   w_kv=rng.normal(size=(d_model, d)), kv_gain=0.5 + rng.random(d),
+                   entries=rng.normal(size=(entries, d)), pool_weights=pool_weights,
                    sources=sources, groups=2, w_a=rng.normal(size=(2 * 3, heads * d // 2)),
                    w_b=rng.normal(size=(3, 2 * 3)), index=dict(scores=scores, selected=selected))
     out = dict(q=None, k=None, v=None, compressed=section, mask=allowed)

@@ -25,13 +25,17 @@ def layer():
 def reference(keys: dict) -> dict:
     """weights (heads × n × (n + E)), sink (heads × n), z (heads × n × D), o_groups, out, written here."""
     c, allowed, sinks = keys["compressed"], keys["mask"], keys["sinks"]
-    kv = np.concatenate([c["kv"], c["entries"]])
-    q = np.einsum("tr,hrd->htd", c["c_q"], c["w_qb"])
-    q = q / np.sqrt((q ** 2).mean(axis=2, keepdims=True) + 1e-6)    # RMS-normed, no gain
-    turned = q.copy()                                               # the last pair turned by p·0.5
     angle = np.arange(5) * 0.5
-    turned[..., 2] = q[..., 2] * np.cos(angle) - q[..., 3] * np.sin(angle)
-    turned[..., 3] = q[..., 3] * np.cos(angle) + q[..., 2] * np.sin(angle)
+
+    def turn(a):   # the last pair (features 2 and 3) turned by p·0.5
+        out = a.copy()
+        out[..., 2] = a[..., 2] * np.cos(angle) - a[..., 3] * np.sin(angle)
+        out[..., 3] = a[..., 3] * np.cos(angle) + a[..., 2] * np.sin(angle)
+        return out
+    rms = lambda a: a / np.sqrt((a ** 2).mean(axis=-1, keepdims=True) + 1e-6)  # noqa: E731
+    tokens = turn(rms(X @ c["w_kv"]) * c["kv_gain"])
+    kv = np.concatenate([tokens, c["entries"]])
+    turned = turn(rms(np.einsum("tr,hrd->htd", c["c_q"], c["w_qb"])))   # queries: normed without a gain
     s = np.einsum("hid,jd->hij", turned, kv) / 2.0                  # ÷ √D, D = 4
     s = np.where(allowed, s, -np.inf)
     top = np.maximum(s.max(axis=2), sinks[:, None])
@@ -48,7 +52,8 @@ def reference(keys: dict) -> dict:
     for g in range(2):
         w_o[4 * g:4 * g + 4, 3 * g:3 * g + 3] = c["w_a"][3 * g:3 * g + 3].T
     groups = concat @ w_o
-    return dict(q_rot=turned, weights=w, sink=sink / total, z_rot=z_rot, z=z, o_groups=groups, out=groups @ c["w_b"].T)
+    return dict(q_rot=turned, k=kv, weights=w, sink=sink / total, z_rot=z_rot, z=z, o_groups=groups,
+                out=groups @ c["w_b"].T)
 
 
 @pytest.mark.parametrize("layout", ["rows", "columns"])
@@ -66,6 +71,7 @@ def test_the_heads_and_the_grouped_output_against_numpy(layer, layout):
     np.testing.assert_allclose(rows(tr["o_groups"]), want["o_groups"], rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(rows(tr["out"]), want["out"], rtol=1e-12, atol=1e-14)
     assert tr.step("kv0.k").shape == ((4, 7) if layout == "columns" else (7, 4))   # 5 tokens, then 2 entries
+    np.testing.assert_allclose(rows(tr["kv0.k"]), want["k"], rtol=1e-12, atol=1e-15)
 
 
 @pytest.mark.parametrize("change, message", [

@@ -29,7 +29,7 @@ LAYERS = {"qk_norm": dict(q_norm=[1.0, 2.0], k_norm=[1.0, 1.0]), "softcap": dict
           "q_temp": dict(rope=dict(dims=0, temperature=dict(scale=1.0, floor=1))),
           "kv_sharing": dict(shared_kv=dict(source="layer A", x=X)),
           "output_gate": dict(gate=EYE), "linear": dict(linear=dict(rule="delta", beta=0.5)),
-          "compressed": v4_layer.arrays(n=3, sinks=False)}
+          "compressed": v4_layer.arrays(n=3, sinks=False, d_model=2)}
 # what a run of each does on each path, as the modules' docstrings and the README say
 ONLINE = {"qk_norm": True, "softcap": False, "alibi": False, "sinks": False, "score_bias": False, "out_norm": True,
           "rotary": True, "latent": False, "v_norm": True, "indexer": False, "q_temp": True, "kv_sharing": True,

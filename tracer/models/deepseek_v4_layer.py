@@ -47,8 +47,9 @@ def layer_arrays(folder, data: dict, text: str, layer, label: str, what: str) ->
     m = c.rates.get(c.kinds[layer])
     section = dict(kind=c.kinds[layer], window=c.window, m=m, topk=c.index["topk"], streams=c.hc["streams"],
                    pre=p["hc.pre"], c_q=p["c_q"], w_qb=_per_head(t[at + "attn.wq_b.weight"], c.heads), eps=c.eps,
-                   theta=p["theta"], kv=p["kv"], entries=entries,
-                   pool_weights=weights, groups=c.groups, w_a=t[at + "attn.wo_a.weight"], w_b=t[at + "attn.wo_b.weight"],
+                   theta=p["theta"], w_kv=t[at + "attn.wkv.weight"].T, kv_gain=t[at + "attn.norm.weight"],
+                   entries=entries, pool_weights=weights, groups=c.groups, w_a=t[at + "attn.wo_a.weight"],
+                   w_b=t[at + "attn.wo_b.weight"],
                    sources=pool.sources(len(entries), m, c.kinds[layer] == SPARSE) if len(entries) else
                    np.zeros((0, 1), np.int64))
     if c.kinds[layer] == SPARSE:
@@ -60,9 +61,9 @@ def layer_arrays(folder, data: dict, text: str, layer, label: str, what: str) ->
                 name=f"{label}_layer{layer}",
                 title=f"{label}, layer {layer} ({said}): {len(ids)} tokens, d_model {c.d_model}, {c.heads} heads of "
                       f"{d}, one key/value head; x = Σ_j pre_j·X_j over {streams} streams",
-                description=f"Layer {layer} of {c.layers} of {what}. x: the {streams} residual streams entering layer "
-                            f"{layer} mixed by its hyper-connection, x = Σ_j pre_j·X_j ({spread}), computed by running "
-                            f"the earlier blocks; this layer is {said}.")
+                description=f"Layer {layer} of {c.layers} of {what}. x: the {streams} residual streams entering "
+                            f"layer {layer} mixed by its hyper-connection, x = Σ_j pre_j·X_j ({spread}), computed by "
+                            f"running the earlier blocks; this layer is {said}.")
 
 
 def _per_head(w: np.ndarray, heads: int) -> np.ndarray:

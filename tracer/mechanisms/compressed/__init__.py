@@ -26,17 +26,19 @@ def _describe(sc) -> dict:
 def _given(trace) -> list:
     """W_a and W_b (the grouped output projection), for the exports."""
     c = trace.scenario.compressed
-    return [("compressed.w_a", ("group_feature", "heads·d_v"), c["w_a"]), ("compressed.w_b", ("d_model", "group_feature"),
-                                                                          c["w_b"])]
+    return [("compressed.w_a", ("group_feature", "heads·d_v"), c["w_a"]),
+            ("compressed.w_b", ("d_model", "group_feature"), c["w_b"])]
 
 
 def _projections(trace) -> list:
     """What the heads read in place of W_Q, W_K and W_V: each head's W_QB (its queries read c_q, a
-    step), and the tokens' keys (= values), turned (the entries are the step pool.k)."""
+    step), W_KV (the one key/value head) and its norm's gain."""
     c, orient = trace.scenario.compressed, (lambda a: a.T) if trace.columns else (lambda a: a)
-    kv, w_qb = ("d_k", "token"), ("d_k", "q_rank")
-    return [(f"compressed.w_qb[{h}]", w_qb if trace.columns else w_qb[::-1], orient(w)) for h, w in enumerate(c["w_qb"])] \
-        + [("compressed.kv", kv if trace.columns else kv[::-1], orient(c["kv"]))]
+    w_kv, w_qb = ("d_k", "d_model"), ("d_k", "q_rank")
+    rows = (lambda axes: axes) if trace.columns else (lambda axes: axes[::-1])  # noqa: E731
+    return [(f"compressed.w_qb[{h}]", rows(w_qb), orient(w)) for h, w in enumerate(c["w_qb"])] + [
+        ("compressed.w_kv", rows(w_kv), orient(c["w_kv"])),
+        ("compressed.kv_gain", ("one", "d_k"), c["kv_gain"][None, :])]
 
 
 # DeepSeek V4's layer ([compressed], from_arrays' `compressed`): queries, keys over tokens then entries,
@@ -45,7 +47,8 @@ DECLARATION = Mechanism(
     "compressed", "DeepSeek V4's compressed attention", field="compressed", label="[compressed]",
     keys=("compressed",), arguments={"compressed": "compressed"}, read=read,
     dims=lambda sc: steps.shape(sc.compressed), describe=_describe, given=_given, projections=_projections,
-    symbols={"compressed.w_a": "W_a", "compressed.w_b": "W_b", "compressed.kv": "K = V (tokens)",
+    symbols={"compressed.w_a": "W_a", "compressed.w_b": "W_b", "compressed.w_kv": "W_KV",
+             "compressed.kv_gain": "g (keys)",
              "compressed.w_qb": "W_QB"},
     fused=False, online=False, decode=False,
     texts={"masked.formula": steps.masked_formula, "masked.explain": steps.hidden})

@@ -20,22 +20,27 @@ def inputs(run) -> dict:
     return {sid: np.ascontiguousarray(a, dtype=dt) for sid, a in got.items()}
 
 
-def keys(sc) -> np.ndarray:
-    """The one key/value head: the tokens' keys, then the entries."""
-    return np.concatenate([sc.compressed["kv"], sc.compressed["entries"]])
+def key_values(run, ids: dict) -> dict:
+    """The one key/value head: the tokens' keys (N·W_KV, normed with its gain, turned), then the entries."""
+    c = run.scenario.compressed
+    kv = run.held(run.step(ids["kv"]).inputs[0]) @ c["w_kv"]
+    kv_norm = kv / np.sqrt(np.mean(kv * kv, axis=-1, keepdims=True) + c["eps"]) * c["kv_gain"]
+    kv_rot = rotary.turn(kv_norm, c["theta"], "interleaved", "last")
+    got = {"kv": kv, "kv_norm": kv_norm, "kv_rot": kv_rot, "k": np.concatenate([kv_rot, c["entries"]])}
+    got = {kind: np.ascontiguousarray(a, dtype=run.dtype) for kind, a in got.items()}
+    return {**got, "v": got["k"]}
 
 
 def head(run, h: int, K, ids: dict, allowed, bias, rule, attend_kinds) -> tuple[dict, bool]:
     """Head h's steps: its queries (c_q·W_QB, normed without a gain, turned), the keys (= values),
     attend's steps, z turned back."""
     sc, dt, c = run.scenario, run.dtype, run.scenario.compressed
-    k = np.ascontiguousarray(keys(sc), dtype=dt)
     q = c["c_q"] @ c["w_qb"][h]
     q_norm = q / np.sqrt(np.mean(q * q, axis=-1, keepdims=True) + c["eps"])
     got = {"q": q, "q_norm": q_norm, "q_rot": rotary.turn(q_norm, c["theta"], "interleaved", "last")}
     got = {kind: np.ascontiguousarray(a, dtype=dt) for kind, a in got.items()}
-    got.update(k=k, v=k)
-    *arrays, finite = K.attend(got["q_rot"], k, k, allowed, bias, rule)
+    got.update(key_values(run, ids))
+    *arrays, finite = K.attend(got["q_rot"], got["k"], got["v"], allowed, bias, rule)
     got.update(zip(attend_kinds, arrays))
     got["z_rot"] = got.pop("z")
     got["z"] = np.ascontiguousarray(rotary.turn(got["z_rot"], -sc.compressed["theta"], "interleaved", "last"), dtype=dt)

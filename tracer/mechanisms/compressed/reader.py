@@ -6,14 +6,15 @@ formulas before them, checked once here.
     window    W: each query reads the last W tokens        m: tokens an entry pools (compressed kinds)
     topk      the entries the indexer keeps (sparse kind)   streams, pre: N and how x mixed them (n × N)
     c_q       n × q_rank, RMSNorm(h·W_QA)·g                 w_qb: heads × q_rank × D (each head's W_QB)
-    eps       the gainless RMS norm of each head's query
-    kv        n × D, the tokens' keys = values, turned      entries: E × D, the pooled keys (`pool.k`)
+    eps       the RMS norms' ε (the queries', without a gain, and the keys')
+    w_kv      d_model × D, the tokens' keys = values         kv_gain: D, the gain of their RMS norm
+    entries   E × D, the pooled keys (`pool.k`)
     pool_weights  E × S × D                                 sources: E × S, the token of each slot (−1: none)
     theta     n × r/2, p·θ of every position (the turn of the last r features)
     groups, w_a, w_b   the grouped output projection (as saved: W_a (groups·d_g) × (heads·D/groups), W_b)
     index     for the sparse kind: {"scores": n × E, "selected": n × E}, the indexer's over the entries
 
-No projection matrix of the layer is multiplied in the trace: W_Q, W_K and W_V are empty (d_model × 0)."""
+The layer's W_Q, W_K and W_V are empty (d_model × 0): its projections are these."""
 from __future__ import annotations
 
 import numpy as np
@@ -23,7 +24,7 @@ from ...errors import ScenarioError
 
 KINDS = ("sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention")
 SPARSE = "compressed_sparse_attention"
-SECTION_KEYS = ("kind", "window", "m", "topk", "streams", "pre", "c_q", "w_qb", "eps", "kv", "entries",
+SECTION_KEYS = ("kind", "window", "m", "topk", "streams", "pre", "c_q", "w_qb", "eps", "w_kv", "kv_gain", "entries",
                 "pool_weights", "sources", "theta", "groups", "w_a", "w_b", "index")
 
 
@@ -60,8 +61,8 @@ def sizes(section) -> tuple[int, int, int]:
 
 
 def weights(section) -> dict:
-    """The Scenario's projections for build(): empty (no matrix is multiplied), one key/value head
-    whose values are its keys."""
+    """The Scenario's projections for build(): empty (the section's W_QB and W_KV are the layer's), one
+    key/value head whose values are its keys."""
     heads, d, _ = sizes(section)
     w_k = np.zeros((1, 0, d))
     return {"w_q": np.zeros((heads, 0, d)), "w_k": w_k, "w_v": w_k, "v_is_k": True}
@@ -85,10 +86,12 @@ def read(scenario, data: dict) -> dict:
     out["eps"] = number(section.get("eps", 1e-6), "compressed.eps")
     if not 0 < out["eps"] < 1:
         raise ScenarioError("compressed.eps", f"expected a number between 0 and 1, got {out['eps']:g}")
-    out["kv"], out["entries"] = _array(section, "kv", (n, d)), _array(section, "entries", (entries, d))
+    out["w_kv"], out["kv_gain"] = _array(section, "w_kv", (scenario.d_model, d)), _array(section, "kv_gain", (d,))
+    out["entries"] = _array(section, "entries", (entries, d))
     out["theta"] = _array(section, "theta", (n, "r/2"))
     if 2 * out["theta"].shape[1] > d:
-        raise ScenarioError("compressed.theta", f"expected at most {d // 2} angles a position, got {out['theta'].shape[1]}")
+        raise ScenarioError("compressed.theta", f"expected at most {d // 2} angles a position, got "
+                            f"{out['theta'].shape[1]}")
     out["pool_weights"] = _array(section, "pool_weights", (entries, "slots", d))
     out["sources"] = _array(section, "sources", (entries, out["pool_weights"].shape[1])).astype(np.int64)
     src = out["sources"]

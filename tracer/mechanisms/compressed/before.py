@@ -1,0 +1,114 @@
+"""DeepSeek V4's steps before the heads: how x mixed the residual streams (`hc.pre`), the compressed
+queries (`c_q`), the pooled entries (`pool.weights`, `pool.k`) and, on sparse layers, the indexer's
+scores and choice over them (`idx.scores`, `idx.selected`: query × entry); and the words that name
+an entry's tokens, which the heads' steps use too."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...steps.base import Kind, register
+from ..indexer import topk
+
+
+def on(ctx) -> bool:
+    return ctx.dims.of("compressed") is not None
+
+
+def _pooling(ctx) -> bool:
+    return on(ctx) and ctx.dims.of("compressed").entries > 0
+
+
+def section(cell) -> dict:
+    return cell.scenario.compressed
+
+
+def pooled(cell, e: int) -> str:
+    """`entry 2 pools tokens a…h (series a of a…d, series b of e…h)`, from its slots' tokens."""
+    src, name = section(cell)["sources"][e], cell.token
+    real = src[src >= 0]
+    words = f"entry {e} pools tokens {name(real[0])}…{name(real[-1])}"
+    if len(src) == len(real) * 2:   # entry 0 of the overlapping kind: its first half is empty
+        return words + " (series b of its own window; entry 0 has no window before it)"
+    if len(src) % 2 == 0 and section(cell)["kind"] == "compressed_sparse_attention":
+        half = len(src) // 2
+        return words + (f" (series a of tokens {name(src[0])}…{name(src[half - 1])}, series b of tokens "
+                        f"{name(src[half])}…{name(src[-1])})")
+    return words
+
+
+# ------------------------------------------------------------------ before the heads
+
+register(Kind(
+    "hc.pre", "Streams mixed into x", ("token", "stream"), "input",
+    "DeepSeek V4 carries N residual streams a token, not one. Before the attention, a hyper-connection weighs "
+    "them: x, the attention's input, is Σ_j pre_j·X_j.",
+    formula=lambda ctx: "pre = σ(s_pre·(RMSNorm(X_1‖…‖X_N)·F_pre) + b_pre) + ε;  x = Σ_j pre_j·X_j",
+    explain=lambda cell: (f"= {cell.f(cell.value)}   (how much stream {cell.j} of token {cell.token(cell.i)} "
+                          "enters x)"),
+    sources=lambda cell: {}, inputs=lambda ctx, h: [], present=on), after="x")
+
+register(Kind(
+    "compressed_c_q", "Compressed queries", ("token", "q_rank"), "input",
+    "DeepSeek V4 squeezes each token's normed input through a low-rank W_QA and RMS-norms it (with a gain): every "
+    "head's query is read from this c_q.",
+    formula=lambda ctx: "C_Q = RMSNorm(N·W_QA)·g",
+    explain=lambda cell: f"= {cell.f(cell.value)}   (token {cell.token(cell.i)}'s compressed query, for every head)",
+    sources=lambda cell: {}, inputs=lambda ctx, h: [], present=on, short="c_q"), after="norm_in")
+
+register(Kind(
+    "pool.weights", "Pooling weights", ("entry_slot", "d_k"), "input",
+    "Every m tokens become one compressed entry: a softmax over its slots, feature by feature, says how much "
+    "each token's projection counts in it. Row e·S + s is slot s of entry e.",
+    formula=lambda ctx: "W[e,s] = softmax over the slots s of Z[e,s] + B[s], per feature  (Z = h·W_Z, B learned)",
+    explain=lambda cell: _slot(cell), sources=lambda cell: {}, inputs=lambda ctx, h: [], present=_pooling),
+    after="compressed_c_q")
+
+
+def _slot(cell) -> str:
+    c = section(cell)
+    e, s = divmod(cell.i, c["pool_weights"].shape[1])
+    t = c["sources"][e, s]
+    if t < 0:
+        return f"= 0   (slot {s} of entry {e} is empty: entry 0 has no window before it)"
+    return (f"= {cell.f(cell.value)}   (slot {s} of entry {e}: token {cell.token(t)}; {pooled(cell, e)}; "
+            "an entry's weights of one feature sum to 1)")
+
+
+register(Kind(
+    "pool.k", "Compressed entries", ("entry", "d_k"), "input",
+    "The compressed entries are keys (and values) too: each sums its tokens' projections C with the pooling "
+    "weights, then is RMS-normed and turned at its window's first token.",
+    formula=lambda ctx: "pool.k[e] = RoPE_last r(RMSNorm(Σ_s W[e,s] ⊙ C[e,s])·g), at position e·m",
+    explain=lambda cell: (f"= {cell.f(cell.value)}   ({pooled(cell, cell.i)}: Σ weight·C over its slots, "
+                          f"normed, turned at position {cell.i * section(cell)['m']})"),
+    sources=lambda cell: {"pool.weights": [(cell.i * section(cell)["pool_weights"].shape[1] + s, cell.j)
+                                           for s in range(section(cell)["pool_weights"].shape[1])]},
+    inputs=lambda ctx, h: ["pool.weights"], present=_pooling), after="pool.weights")
+
+
+def _index_story(cell) -> str:
+    c, i, e = section(cell), cell.i, cell.j
+    scores = c["index"]["scores"]
+    if not np.isfinite(scores[i, e]):
+        return (f"= −∞   ({pooled(cell, e)}, and query {cell.token(i)} has seen only up to token "
+                f"{cell.token(i)}: the entry is not complete)")
+    why = topk.reason(scores, c["index"]["selected"], c["topk"], i, e, cell.f, "entry")
+    return f"= {cell.f(cell.value)}   ({why})"
+
+
+register(Kind(
+    "entry_scores", "Index scores of the entries", ("query", "entry"), "input",
+    "On a compressed sparse layer a lightning indexer (its own pool of entries, its own small heads) scores every "
+    "complete entry for every query; each query then reads only its top k entries.",
+    formula=lambda ctx: "I[t,e] = Σ_h w[t,h]·ReLU(q[t,h]·k[e])·scale, for the entries complete at t (else −∞)",
+    explain=_index_story, sources=lambda cell: {}, inputs=lambda ctx, h: [],
+    present=lambda ctx: _pooling(ctx) and ctx.dims.of("compressed").indexed, short="idx.scores"), after="pool.k")
+
+register(Kind(
+    "entry_selected", "Entries selected", ("query", "entry"), "input",
+    "Each query keeps the k entries its index scores rank best; the heads' masks hide the others (weight exactly 0).",
+    formula=lambda ctx: "1 for the k best index scores of each query (all while it sees k or fewer), else 0",
+    explain=lambda cell: f"= {int(cell.value)}   ({_index_story(cell).partition('(')[2].rstrip(')')})",
+    sources=lambda cell: {"idx.scores": [(cell.i, cell.j)]}, inputs=lambda ctx, h: ["idx.scores"],
+    present=lambda ctx: _pooling(ctx) and ctx.dims.of("compressed").indexed, short="idx.selected",
+    tip="compare this entry's index score with the k-th best of the row"), after="entry_scores")
