@@ -120,7 +120,7 @@ def test_show_and_export_on_the_command_line(v4, tmp_path, capsys):
     assert got["scenario"]["compressed"] == {"kind": KINDS[2], "window": 4, "entries": 1, "streams": 3, "m": 8,
                                              "x": "x = Σ_j pre_j·X_j over 3 streams"}
     ids = [s["id"] for s in got["steps"]]
-    assert ids[:6] == ["x", "hc.pre", "norm_in", "c_q", "pool.weights", "pool.k"] and ids[-2:] == ["o_groups", "out"]
+    assert ids[:7] == ["x", "hc.pre", "norm_in", "q_a", "c_q", "pool.weights", "pool.k"] and ids[-2:] == ["o_groups", "out"]
     steps = {s["id"]: s for s in got["steps"]}
     assert steps["h0.weights"]["shape"] == [14, 15] and steps["kv0.k"]["shape"] == [14 + 1, 16]
 

@@ -1,5 +1,5 @@
 """A small DeepSeek V4 layer written here with NumPy, as from_arrays takes it (`compressed=`): random
-compressed queries c_q and W_QB, the keys' W_KV and gain, entries of m = 2 tokens with overlapping windows, an
+W_QA, the gain of c_q and W_QB, the keys' W_KV and gain, entries of m = 2 tokens with overlapping windows, an
 indexer's scores and its top-1 choice, and the mask they make (a window of 2, entries complete,
 entries kept). For the tests that need a layer of every mechanism; the checkpoint's own layers are
 checked against transformers in test_v4_traced.py."""
@@ -14,7 +14,7 @@ def arrays(n: int = 5, heads: int = 2, d: int = 4, seed: int = 0, sinks: bool = 
     rng = np.random.default_rng(seed)
     m, window, entries = 2, 2, n // 2
     theta = np.arange(n)[:, None] * np.array([[0.5]])              # one turned pair: the last 2 features
-    c_q, w_qb = rng.normal(size=(n, 3)), rng.normal(size=(heads, 3, d))
+    w_qa, q_gain, w_qb = rng.normal(size=(d_model, 3)), 0.5 + rng.random(3), rng.normal(size=(heads, 3, d))
     sources = np.array([[2 * e - 2, 2 * e - 1, 2 * e, 2 * e + 1] for e in range(entries)])
     sources[sources < 0] = -1
     logits = np.where(sources[..., None] >= 0, rng.normal(size=(entries, 2 * m, d)), -np.inf)
@@ -27,7 +27,7 @@ def arrays(n: int = 5, heads: int = 2, d: int = 4, seed: int = 0, sinks: bool = 
     i, j = np.indices((n, n))
     allowed = np.concatenate([(j <= i) & (j > i - window), selected], axis=1)
     section = dict(kind="compressed_sparse_attention", window=window, m=m, topk=1, streams=2,
-                   pre=rng.random((n, 2)), c_q=c_q, w_qb=w_qb, eps=1e-6, theta=theta,
+                   pre=rng.random((n, 2)), w_qa=w_qa, q_gain=q_gain, w_qb=w_qb, eps=1e-6, theta=theta,
                    w_kv=rng.normal(size=(d_model, d)), kv_gain=0.5 + rng.random(d),
                    entries=rng.normal(size=(entries, d)), pool_weights=pool_weights,
                    sources=sources, groups=2, w_a=rng.normal(size=(2 * 3, heads * d // 2)),

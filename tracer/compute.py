@@ -149,7 +149,7 @@ def inputs(run) -> dict:
             got.update(latent.inputs(run, stages(run), got))
     if sc.compressed is not None:   # DeepSeek V4: the streams' mix, the pooled entries, the indexer's choice
         from .mechanisms.compressed import compute as compressed
-        got.update(compressed.inputs(run))
+        got.update(compressed.inputs(run, got))
     if sc.sparse is not None:   # the lightning indexer: its scores and each query's choice of keys
         from .mechanisms.indexer import compute as indexer
         got.update(indexer.inputs(run, got))

@@ -35,7 +35,8 @@ def reference(keys: dict) -> dict:
     rms = lambda a: a / np.sqrt((a ** 2).mean(axis=-1, keepdims=True) + 1e-6)  # noqa: E731
     tokens = turn(rms(X @ c["w_kv"]) * c["kv_gain"])
     kv = np.concatenate([tokens, c["entries"]])
-    turned = turn(rms(np.einsum("tr,hrd->htd", c["c_q"], c["w_qb"])))   # queries: normed without a gain
+    c_q = rms(X @ c["w_qa"]) * c["q_gain"]
+    turned = turn(rms(np.einsum("tr,hrd->htd", c_q, c["w_qb"])))     # queries: normed without a gain
     s = np.einsum("hid,jd->hij", turned, kv) / 2.0                  # ÷ √D, D = 4
     s = np.where(allowed, s, -np.inf)
     top = np.maximum(s.max(axis=2), sinks[:, None])
@@ -76,7 +77,7 @@ def test_the_heads_and_the_grouped_output_against_numpy(layer, layout):
 
 @pytest.mark.parametrize("change, message", [
     (dict(w_qb=None), "compressed.w_qb: expected an array heads × q_rank × D, got nothing"),
-    (dict(c_q=np.ones((5, 2))), "compressed.c_q: expected an array 5 × 3, got an array 5 × 2"),
+    (dict(w_qa=np.ones((6, 2))), "compressed.w_qa: expected an array 6 × 3, got an array 6 × 2"),
     (dict(eps=2.0), "compressed.eps: expected a number between 0 and 1, got 2"),
     (dict(kind="sliding"), 'compressed.kind: expected "sliding_attention", "compressed_sparse_attention" or '
                            '"heavily_compressed_attention", got a string'),

@@ -46,7 +46,8 @@ def layer_arrays(folder, data: dict, text: str, layer, label: str, what: str) ->
     weights = p.get("pool.weights", np.zeros((0, 1, d)))
     m = c.rates.get(c.kinds[layer])
     section = dict(kind=c.kinds[layer], window=c.window, m=m, topk=c.index["topk"], streams=c.hc["streams"],
-                   pre=p["hc.pre"], c_q=p["c_q"], w_qb=_per_head(t[at + "attn.wq_b.weight"], c.heads), eps=c.eps,
+                   pre=p["hc.pre"], w_qa=t[at + "attn.wq_a.weight"].T, q_gain=t[at + "attn.q_norm.weight"],
+                   w_qb=_per_head(t[at + "attn.wq_b.weight"], c.heads), eps=c.eps,
                    theta=p["theta"], w_kv=t[at + "attn.wkv.weight"].T, kv_gain=t[at + "attn.norm.weight"],
                    entries=entries, pool_weights=weights, groups=c.groups, w_a=t[at + "attn.wo_a.weight"],
                    w_b=t[at + "attn.wo_b.weight"],

@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...steps.base import Kind, register
+from ...steps.cell import whole_row
+from ...steps.inputs import PRODUCTS
 from ..indexer import topk
 
 
@@ -48,12 +50,30 @@ register(Kind(
     sources=lambda cell: {}, inputs=lambda ctx, h: [], present=on), after="x")
 
 register(Kind(
+    "q_a", "Queries, squeezed", ("token", "q_rank"), "input",
+    "DeepSeek V4 first squeezes each token's normed input through a low-rank W_QA (far fewer numbers than the heads' "
+    "queries together).",
+    formula=lambda ctx: "Q_A = N·W_QA" if ctx.has("norm_in") else "Q_A = X·W_QA",
+    inputs=lambda ctx, h: [ctx.source()],
+    explain=lambda cell: cell.project(cell.rows(cell.step.inputs[0]), section(cell)["w_qa"], "W_QA",
+                                      f"{cell.step.inputs[0]}({cell.token(cell.i)})"),
+    sources=lambda cell: whole_row(cell.step.inputs[0], cell.i, cell.rows(cell.step.inputs[0]).shape[1]),
+    present=on, tip=PRODUCTS), after="norm_in")
+
+
+def _c_q_explain(cell) -> str:
+    row, g, eps = cell.rows("q_a")[cell.i], section(cell)["q_gain"][cell.j], section(cell)["eps"]
+    return (f"= {cell.f(row[cell.j])} ÷ √({float(np.mean(row * row)):.4g} + {eps:g})·{cell.f(g)} = "
+            f"{cell.f(cell.value)}   (token {cell.token(cell.i)}'s compressed query, which every head reads)")
+
+
+register(Kind(
     "compressed_c_q", "Compressed queries", ("token", "q_rank"), "input",
-    "DeepSeek V4 squeezes each token's normed input through a low-rank W_QA and RMS-norms it (with a gain): every "
-    "head's query is read from this c_q.",
-    formula=lambda ctx: "C_Q = RMSNorm(N·W_QA)·g",
-    explain=lambda cell: f"= {cell.f(cell.value)}   (token {cell.token(cell.i)}'s compressed query, for every head)",
-    sources=lambda cell: {}, inputs=lambda ctx, h: [], present=on, short="c_q"), after="norm_in")
+    "The squeezed queries are RMS-normed with a learned gain: every head's query is read from this c_q.",
+    formula=lambda ctx: "C_Q = RMSNorm(Q_A)·g", explain=_c_q_explain,
+    sources=lambda cell: whole_row("q_a", cell.i, cell.rows("q_a").shape[1]), inputs=lambda ctx, h: ["q_a"],
+    present=on, short="c_q", tip="divide by the root of the mean of the row's squares plus ε, times the gain"),
+    after="q_a")
 
 register(Kind(
     "pool.weights", "Pooling weights", ("entry_slot", "d_k"), "input",

@@ -9,10 +9,12 @@ from ..indexer import rotary
 from . import attention, pool
 
 
-def inputs(run) -> dict:
-    """hc.pre, pool.weights and pool.k, the indexer's scores and choice over the entries, and c_q."""
+def inputs(run, before: dict) -> dict:
+    """hc.pre, q_a and c_q (from norm_in, among the steps `before`, or x), pool.weights and pool.k, the
+    indexer's scores and choice over the entries."""
     c, dt = run.scenario.compressed, run.dtype
-    got = {"hc.pre": c["pre"], "c_q": c["c_q"]}
+    q_a = before.get("norm_in", run.x) @ c["w_qa"]
+    got = {"hc.pre": c["pre"], "q_a": q_a, "c_q": rms(q_a, c["eps"]) * c["q_gain"]}
     if len(c["entries"]):
         got.update({"pool.weights": pool.stacked(c["pool_weights"]), "pool.k": c["entries"]})
         if c["index"] is not None:
@@ -20,11 +22,16 @@ def inputs(run) -> dict:
     return {sid: np.ascontiguousarray(a, dtype=dt) for sid, a in got.items()}
 
 
+def rms(a: np.ndarray, eps: float) -> np.ndarray:
+    """a's rows over their root mean square (RMS norm without a gain)."""
+    return a / np.sqrt(np.mean(a * a, axis=-1, keepdims=True) + eps)
+
+
 def key_values(run, ids: dict) -> dict:
     """The one key/value head: the tokens' keys (N·W_KV, normed with its gain, turned), then the entries."""
     c = run.scenario.compressed
     kv = run.held(run.step(ids["kv"]).inputs[0]) @ c["w_kv"]
-    kv_norm = kv / np.sqrt(np.mean(kv * kv, axis=-1, keepdims=True) + c["eps"]) * c["kv_gain"]
+    kv_norm = rms(kv, c["eps"]) * c["kv_gain"]
     kv_rot = rotary.turn(kv_norm, c["theta"], "interleaved", "last")
     got = {"kv": kv, "kv_norm": kv_norm, "kv_rot": kv_rot, "k": np.concatenate([kv_rot, c["entries"]])}
     got = {kind: np.ascontiguousarray(a, dtype=run.dtype) for kind, a in got.items()}
@@ -35,8 +42,8 @@ def head(run, h: int, K, ids: dict, allowed, bias, rule, attend_kinds) -> tuple[
     """Head h's steps: its queries (c_q·W_QB, normed without a gain, turned), the keys (= values),
     attend's steps, z turned back."""
     sc, dt, c = run.scenario, run.dtype, run.scenario.compressed
-    q = c["c_q"] @ c["w_qb"][h]
-    q_norm = q / np.sqrt(np.mean(q * q, axis=-1, keepdims=True) + c["eps"])
+    q = run.held("c_q") @ c["w_qb"][h]
+    q_norm = rms(q, c["eps"])
     got = {"q": q, "q_norm": q_norm, "q_rot": rotary.turn(q_norm, c["theta"], "interleaved", "last")}
     got = {kind: np.ascontiguousarray(a, dtype=dt) for kind, a in got.items()}
     got.update(key_values(run, ids))

@@ -5,7 +5,8 @@ formulas before them, checked once here.
     kind      sliding_attention | compressed_sparse_attention | heavily_compressed_attention
     window    W: each query reads the last W tokens        m: tokens an entry pools (compressed kinds)
     topk      the entries the indexer keeps (sparse kind)   streams, pre: N and how x mixed them (n × N)
-    c_q       n × q_rank, RMSNorm(h·W_QA)·g                 w_qb: heads × q_rank × D (each head's W_QB)
+    w_qa      d_model × q_rank, and q_gain (q_rank): c_q = RMSNorm(h·W_QA)·g
+    w_qb      heads × q_rank × D (each head's W_QB)
     eps       the RMS norms' ε (the queries', without a gain, and the keys')
     w_kv      d_model × D, the tokens' keys = values         kv_gain: D, the gain of their RMS norm
     entries   E × D, the pooled keys (`pool.k`)
@@ -24,8 +25,8 @@ from ...errors import ScenarioError
 
 KINDS = ("sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention")
 SPARSE = "compressed_sparse_attention"
-SECTION_KEYS = ("kind", "window", "m", "topk", "streams", "pre", "c_q", "w_qb", "eps", "w_kv", "kv_gain", "entries",
-                "pool_weights", "sources", "theta", "groups", "w_a", "w_b", "index")
+SECTION_KEYS = ("kind", "window", "m", "topk", "streams", "pre", "w_qa", "q_gain", "w_qb", "eps", "w_kv", "kv_gain",
+                "entries", "pool_weights", "sources", "theta", "groups", "w_a", "w_b", "index")
 
 
 def _array(section: dict, key: str, shape: tuple, at: str = "compressed.") -> np.ndarray:
@@ -53,7 +54,7 @@ def _count(section: dict, key: str, low: int = 1) -> int:
 def sizes(section) -> tuple[int, int, int]:
     """(heads, D, entries) of a section, before the rest is checked: the layer's shape depends on them."""
     if not isinstance(section, dict):
-        raise ScenarioError("compressed", f"expected a table (kind, window, c_q, w_qb, kv, entries …), got "
+        raise ScenarioError("compressed", f"expected a table (kind, window, w_qa, w_qb, w_kv, entries …), got "
                             f"{kind(section)}")
     unknown(section, SECTION_KEYS, "compressed.")
     w_qb = _array(section, "w_qb", ("heads", "q_rank", "D"))
@@ -82,7 +83,8 @@ def read(scenario, data: dict) -> dict:
     out["streams"] = _count(section, "streams")
     out["pre"] = _array(section, "pre", (n, out["streams"]))
     out["w_qb"] = _array(section, "w_qb", (heads, "q_rank", d))
-    out["c_q"] = _array(section, "c_q", (n, out["w_qb"].shape[1]))
+    out["w_qa"] = _array(section, "w_qa", (scenario.d_model, out["w_qb"].shape[1]))
+    out["q_gain"] = _array(section, "q_gain", (out["w_qb"].shape[1],))
     out["eps"] = number(section.get("eps", 1e-6), "compressed.eps")
     if not 0 < out["eps"] < 1:
         raise ScenarioError("compressed.eps", f"expected a number between 0 and 1, got {out['eps']:g}")
