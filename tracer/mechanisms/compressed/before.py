@@ -101,9 +101,8 @@ register(Kind(
     formula=lambda ctx: "pool.k[e] = RoPE_last r(RMSNorm(Σ_s W[e,s] ⊙ C[e,s])·g), at position e·m",
     explain=lambda cell: (f"= {cell.f(cell.value)}   ({pooled(cell, cell.i)}: Σ weight·C over its slots, "
                           f"normed, turned at position {cell.i * section(cell)['m']})"),
-    sources=lambda cell: {"pool.weights": [(cell.i * section(cell)["pool_weights"].shape[1] + s, cell.j)
-                                           for s in range(section(cell)["pool_weights"].shape[1])]},
-    inputs=lambda ctx, h: ["pool.weights"], present=_pooling), after="pool.weights")
+    # given, like the weights: C (the tokens' projections for the pool) is not a step of the trace
+    sources=lambda cell: {}, inputs=lambda ctx, h: [], present=_pooling), after="pool.weights")
 
 
 def _index_story(cell) -> str:
