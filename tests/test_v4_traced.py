@@ -46,6 +46,8 @@ def v4(tmp_path_factory):
             lambda m, args, i=i: caught.__setitem__(("z", i), args[0][0].reshape(len(ids), -1).numpy())))
         hooks.append(o_a.register_forward_hook(
             lambda m, args, out, i=i: caught.__setitem__(("groups", i), out[0].flatten(1).numpy())))
+        hooks.append(layer.attn_hc.register_forward_hook(   # (post, comb, collapsed)
+            lambda m, args, out, i=i: caught.__setitem__(("mixes", i), (out[0][0].numpy(), out[1][0].numpy()))))
     try:
         theirs = ts.run(model, ids)
     finally:
@@ -74,6 +76,9 @@ def test_every_layer_against_transformers(v4):
         close(tr["concat"], want["z"], f"layer {i}: z turned back")
         close(tr["o_groups"], want["groups"], f"layer {i}: o_groups")
         close(tr["out"], want["out"], f"layer {i}: out")
+        post, comb = want["mixes"]   # X'_k = post_k·out + Σ_j comb_jk·X_j, with transformers' post and comb
+        after = post[:, :, None] * want["out"][:, None, :] + np.einsum("tjk,tjd->tkd", comb, want["x"])
+        close(tr["streams_after"], after.reshape(-1, after.shape[2]), f"layer {i}: streams_after")
         if i:
             close(tr["pool.k"], want["entries"], f"layer {i}: pool.k")
             close(tr["pool.weights"].reshape(len(tr["pool.k"]), -1, 16).sum(axis=1), np.ones_like(tr["pool.k"]),
@@ -120,7 +125,8 @@ def test_show_and_export_on_the_command_line(v4, tmp_path, capsys):
     assert got["scenario"]["compressed"] == {"kind": KINDS[2], "window": 4, "entries": 1, "streams": 3, "m": 8,
                                              "x": "x = Σ_j pre_j·X_j over 3 streams"}
     ids = [s["id"] for s in got["steps"]]
-    assert ids[:7] == ["x", "hc.pre", "norm_in", "q_a", "c_q", "pool.weights", "pool.k"] and ids[-2:] == ["o_groups", "out"]
+    assert ids[:8] == ["x", "streams", "hc.pre", "norm_in", "q_a", "c_q", "pool.weights", "pool.k"]
+    assert ids[-5:] == ["o_groups", "out", "hc.post", "hc.comb", "streams_after"]
     steps = {s["id"]: s for s in got["steps"]}
     assert steps["h0.weights"]["shape"] == [14, 15] and steps["kv0.k"]["shape"] == [14 + 1, 16]
 

@@ -1,8 +1,9 @@
 """A small DeepSeek V4 layer written here with NumPy, as from_arrays takes it (`compressed=`): random
-W_QA, the gain of c_q and W_QB, the keys' W_KV and gain, entries of m = 2 tokens with overlapping windows, an
-indexer's scores and its top-1 choice, and the mask they make (a window of 2, entries complete,
-entries kept). For the tests that need a layer of every mechanism; the checkpoint's own layers are
-checked against transformers in test_v4_traced.py."""
+W_QA, the gain of c_q and W_QB, the keys' W_KV and gain, entries of m = 2 tokens with overlapping
+windows, an indexer's scores and its top-1 choice, two residual streams with their post and comb
+mixes, and the mask they make (a window of 2, entries complete, entries kept). For the tests that
+need a layer of every mechanism; the checkpoint's own layers are checked against transformers in
+test_v4_traced.py."""
 from __future__ import annotations
 
 import numpy as np
@@ -26,11 +27,14 @@ def arrays(n: int = 5, heads: int = 2, d: int = 4, seed: int = 0, sinks: bool = 
     selected = visible & (scores == scores.max(axis=1, keepdims=True))
     i, j = np.indices((n, n))
     allowed = np.concatenate([(j <= i) & (j > i - window), selected], axis=1)
+    comb = rng.random((n, 2, 2))
     section = dict(kind="compressed_sparse_attention", window=window, m=m, topk=1, streams=2,
-                   pre=rng.random((n, 2)), w_qa=w_qa, q_gain=q_gain, w_qb=w_qb, eps=1e-6, theta=theta,
+                   pre=rng.random((n, 2)), x_streams=rng.normal(size=(2 * n, d_model)), post=2 * rng.random((n, 2)),
+                   comb=comb / comb.sum(axis=1, keepdims=True), w_qa=w_qa, q_gain=q_gain, w_qb=w_qb, eps=1e-6,
+                   theta=theta,
                    w_kv=rng.normal(size=(d_model, d)), kv_gain=0.5 + rng.random(d),
                    entries=rng.normal(size=(entries, d)), pool_weights=pool_weights,
                    sources=sources, groups=2, w_a=rng.normal(size=(2 * 3, heads * d // 2)),
-                   w_b=rng.normal(size=(3, 2 * 3)), index=dict(scores=scores, selected=selected))
+                   w_b=rng.normal(size=(d_model, 2 * 3)), index=dict(scores=scores, selected=selected))
     out = dict(q=None, k=None, v=None, compressed=section, mask=allowed)
     return {**out, "sinks": rng.normal(size=heads)} if sinks else out

@@ -53,8 +53,11 @@ def reference(keys: dict) -> dict:
     for g in range(2):
         w_o[4 * g:4 * g + 4, 3 * g:3 * g + 3] = c["w_a"][3 * g:3 * g + 3].T
     groups = concat @ w_o
-    return dict(q_rot=turned, k=kv, weights=w, sink=sink / total, z_rot=z_rot, z=z, o_groups=groups,
-                out=groups @ c["w_b"].T)
+    out = groups @ c["w_b"].T
+    x = c["x_streams"].reshape(5, 2, 6)   # X'_k = post_k·out + Σ_j comb_jk·X_j, token by token
+    after = np.stack([c["post"][t][:, None] * out[t][None, :] + c["comb"][t].T @ x[t] for t in range(5)])
+    return dict(q_rot=turned, k=kv, weights=w, sink=sink / total, z_rot=z_rot, z=z, o_groups=groups, out=out,
+                streams_after=after.reshape(10, 6))
 
 
 @pytest.mark.parametrize("layout", ["rows", "columns"])
@@ -71,6 +74,7 @@ def test_the_heads_and_the_grouped_output_against_numpy(layer, layout):
         np.testing.assert_allclose(rows(tr[f"h{h}.z"]), want["z"][h], rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(rows(tr["o_groups"]), want["o_groups"], rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(rows(tr["out"]), want["out"], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(rows(tr["streams_after"]), want["streams_after"], rtol=1e-12, atol=1e-14)
     assert tr.step("kv0.k").shape == ((4, 7) if layout == "columns" else (7, 4))   # 5 tokens, then 2 entries
     np.testing.assert_allclose(rows(tr["kv0.k"]), want["k"], rtol=1e-12, atol=1e-15)
 

@@ -45,8 +45,10 @@ def layer_arrays(folder, data: dict, text: str, layer, label: str, what: str) ->
     entries = p.get("pool.k", np.zeros((0, d)))
     weights = p.get("pool.weights", np.zeros((0, 1, d)))
     m = c.rates.get(c.kinds[layer])
-    section = dict(kind=c.kinds[layer], window=c.window, m=m, topk=c.index["topk"], streams=c.hc["streams"],
-                   pre=p["hc.pre"], w_qa=t[at + "attn.wq_a.weight"].T, q_gain=t[at + "attn.q_norm.weight"],
+    n_streams = c.hc["streams"]
+    section = dict(kind=c.kinds[layer], window=c.window, m=m, topk=c.index["topk"], streams=n_streams,
+                   pre=p["hc.pre"], x_streams=p["streams"].reshape(len(ids) * n_streams, -1), post=p["hc.post"],
+                   comb=p["hc.comb"], w_qa=t[at + "attn.wq_a.weight"].T, q_gain=t[at + "attn.q_norm.weight"],
                    w_qb=_per_head(t[at + "attn.wq_b.weight"], c.heads), eps=c.eps,
                    theta=p["theta"], w_kv=t[at + "attn.wkv.weight"].T, kv_gain=t[at + "attn.norm.weight"],
                    entries=entries, pool_weights=weights, groups=c.groups, w_a=t[at + "attn.wo_a.weight"],

@@ -8,7 +8,7 @@ models/deepseek_v4_layer.py): the queries, the keys and the indexer's choice ent
 from __future__ import annotations
 
 from ..declaration import Mechanism
-from . import steps
+from . import steps, streams  # noqa: F401  (streams: its kinds)
 from .reader import read
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..indexer import rotary
-from . import attention, pool
+from . import attention, pool, streams
 
 
 def inputs(run, before: dict) -> dict:
@@ -15,6 +15,8 @@ def inputs(run, before: dict) -> dict:
     c, dt = run.scenario.compressed, run.dtype
     q_a = before.get("norm_in", run.x) @ c["w_qa"]
     got = {"hc.pre": c["pre"], "q_a": q_a, "c_q": rms(q_a, c["eps"]) * c["q_gain"]}
+    if c["x_streams"] is not None:   # the streams, and how the hyper-connection gives the output back
+        got.update({"streams": c["x_streams"], "hc.post": c["post"], "hc.comb": c["comb"].reshape(-1, c["streams"])})
     if len(c["entries"]):
         got.update({"pool.weights": pool.stacked(c["pool_weights"]), "pool.k": c["entries"]})
         if c["index"] is not None:
@@ -55,7 +57,10 @@ def head(run, h: int, K, ids: dict, allowed, bias, rule, attend_kinds) -> tuple[
 
 
 def output(run, y: np.ndarray) -> dict:
-    """o_groups and out from the heads' outputs side by side."""
+    """o_groups and out from the heads' outputs side by side, and the streams after them."""
     c = run.scenario.compressed
     groups, out = attention.grouped_output(y.astype(np.float64), c["w_a"], c["w_b"], c["groups"])
-    return {"o_groups": groups.astype(run.dtype), "out": out.astype(run.dtype)}
+    got = {"o_groups": groups, "out": out}
+    if c["x_streams"] is not None:   # the streams after the attention, in place of a residual
+        got["streams_after"] = streams.after(c, out)
+    return {sid: a.astype(run.dtype) for sid, a in got.items()}

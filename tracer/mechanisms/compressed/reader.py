@@ -5,6 +5,8 @@ formulas before them, checked once here.
     kind      sliding_attention | compressed_sparse_attention | heavily_compressed_attention
     window    W: each query reads the last W tokens        m: tokens an entry pools (compressed kinds)
     topk      the entries the indexer keeps (sparse kind)   streams, pre: N and how x mixed them (n × N)
+    x_streams, post, comb   optional: the streams entering ((n·N) × d_model), the hyper-connection's post
+              (n × N) and comb (n × N × N), which give the streams after the attention
     w_qa      d_model × q_rank, and q_gain (q_rank): c_q = RMSNorm(h·W_QA)·g
     w_qb      heads × q_rank × D (each head's W_QB)
     eps       the RMS norms' ε (the queries', without a gain, and the keys')
@@ -25,7 +27,8 @@ from ...errors import ScenarioError
 
 KINDS = ("sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention")
 SPARSE = "compressed_sparse_attention"
-SECTION_KEYS = ("kind", "window", "m", "topk", "streams", "pre", "w_qa", "q_gain", "w_qb", "eps", "w_kv", "kv_gain",
+SECTION_KEYS = ("kind", "window", "m", "topk", "streams", "pre", "x_streams", "post", "comb", "w_qa", "q_gain", "w_qb",
+                "eps", "w_kv", "kv_gain",
                 "entries", "pool_weights", "sources", "theta", "groups", "w_a", "w_b", "index")
 
 
@@ -82,6 +85,11 @@ def read(scenario, data: dict) -> dict:
     out["topk"] = _count(section, "topk") if layer_kind == SPARSE else None
     out["streams"] = _count(section, "streams")
     out["pre"] = _array(section, "pre", (n, out["streams"]))
+    out["x_streams"] = out["post"] = out["comb"] = None
+    if section.get("x_streams") is not None:
+        out["x_streams"] = _array(section, "x_streams", (n * out["streams"], scenario.d_model))
+        out["post"] = _array(section, "post", (n, out["streams"]))
+        out["comb"] = _array(section, "comb", (n, out["streams"], out["streams"]))
     out["w_qb"] = _array(section, "w_qb", (heads, "q_rank", d))
     out["w_qa"] = _array(section, "w_qa", (scenario.d_model, out["w_qb"].shape[1]))
     out["q_gain"] = _array(section, "q_gain", (out["w_qb"].shape[1],))

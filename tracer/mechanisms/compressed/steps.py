@@ -28,21 +28,22 @@ class Shape(NamedTuple):
     rope: int          # r: the last r features of a head turn
     indexed: bool
     q_rank: int        # c_q's width
+    streamed: bool     # the streams entering and the hyper-connection's post and comb are given
 
 
 def shape(c: dict) -> Shape:
     e, s, _ = c["pool_weights"].shape
     return Shape(c["kind"], e, s, c["streams"], c["groups"], len(c["w_a"]) // c["groups"], 2 * c["theta"].shape[1],
-                 c["index"] is not None, c["w_qb"].shape[1])
+                 c["index"] is not None, c["w_qb"].shape[1], c["x_streams"] is not None)
 
 
 def axes(dims) -> dict:
     """The sizes of its steps' own axes (0 without it)."""
     s = dims.of("compressed")
     if s is None:
-        return dict(entry=0, entry_slot=0, stream=0, group_feature=0, q_rank=0)
+        return dict(entry=0, entry_slot=0, stream=0, group_feature=0, q_rank=0, token_stream=0)
     return dict(entry=s.entries, entry_slot=s.entries * s.slots, stream=s.streams,
-                group_feature=s.groups * s.group_rank, q_rank=s.q_rank)
+                group_feature=s.groups * s.group_rank, q_rank=s.q_rank, token_stream=dims.n * s.streams)
 
 
 def _turn(cell, before: np.ndarray, sign: int) -> str:
