@@ -7,8 +7,9 @@ import pytest
 import tracer
 from tui.screens.heads import HeadsScreen
 from tui.widgets.cell_info import CellInfo
+from tui.widgets.matrix import MatrixView
 
-from tui_helpers import go_to, opened, pilot_test, screen_text, settle
+from tui_helpers import go_to, opened, pilot_test, screen_text, settle, status_text
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -27,6 +28,22 @@ def layer1(tmp_path_factory):
 
 def story(app) -> str:
     return " ".join(str(app.screen.query_one(CellInfo).render()).split())
+
+
+@pilot_test
+async def test_the_entries_the_indexer_dropped_are_dim(layer1):
+    """Query 13 sees the 3 complete entries and keeps 2 (top-2): the third is drawn dim, the others not."""
+    trace = tracer.run(layer1)
+    n, chosen = 14, trace["idx.selected"][13]
+    async with opened(layer1, size=(160, 50)) as (app, pilot):
+        await go_to(pilot, "h0.weights")
+        await pilot.press(*["down"] * 13)
+        await settle(pilot)
+        current = app.screen.query_one("#current", MatrixView)
+        dim = {c for r in range(n) for c in range(n + 3) if current.is_dimmed(r, c)}
+        assert {c for c in range(n + 3) if current.is_dimmed(13, c)} == {n + e for e in range(3) if not chosen[e]}
+        assert chosen.sum() == 2 and all(c >= n for c in dim)
+        assert "query ␣log kept 2 of 3 entries (top-2)" in status_text(app), status_text(app)
 
 
 @pilot_test

@@ -64,3 +64,22 @@ def output(run, y: np.ndarray) -> dict:
     if c["x_streams"] is not None:   # the streams after the attention, in place of a residual
         got["streams_after"] = streams.after(c, out)
     return {sid: a.astype(run.dtype) for sid, a in got.items()}
+
+
+def dropped(sc) -> np.ndarray | None:
+    """query × key, True on the complete entries the indexer dropped (None without an indexer)."""
+    c = sc.compressed
+    if c["index"] is None:
+        return None
+    entries = np.isfinite(c["index"]["scores"]) & ~c["index"]["selected"]
+    return np.concatenate([np.zeros((sc.n, sc.n), bool), entries], axis=1)
+
+
+def kept_words(sc, i: int) -> str:
+    """`query sat kept 2 of 3 entries (top-2)`, "" without an indexer."""
+    c = sc.compressed
+    if c["index"] is None:
+        return ""
+    from ...labels import token_name
+    seen, kept = int(np.isfinite(c["index"]["scores"][i]).sum()), int(c["index"]["selected"][i].sum())
+    return f"query {token_name(sc.tokens, i)} kept {kept} of {seen} entries (top-{c['topk']})"
