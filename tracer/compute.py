@@ -147,7 +147,7 @@ def inputs(run) -> dict:
         from .mechanisms.latent import compute as latent
         with np.errstate(all="ignore"):
             got.update(latent.inputs(run, stages(run), got))
-    if sc.compressed is not None:   # DeepSeek V4: the streams' mix, the pooled entries, the indexer's choice
+    if sc.compressed is not None:   # DeepSeek V4: the streams, c_q, the pooled entries, the indexer's choice
         from .mechanisms.compressed import compute as compressed
         got.update(compressed.inputs(run, got))
     if sc.sparse is not None:   # the lightning indexer: its scores and each query's choice of keys
@@ -208,7 +208,7 @@ def _stage_head(run, h: int, K) -> tuple[dict, bool]:
         return {ids[kind]: arr for kind, arr in zip(("q", "k", "v", *_ATTEND), arrays) if kind in ids}, finite
     if sc.mla is not None:   # latent attention: its own projections, then the same attend
         return _latent_head(run, h, K, ids, allowed)
-    if sc.compressed is not None:                                    # DeepSeek V4: given queries, tokens then entries
+    if sc.compressed is not None:                                    # DeepSeek V4: keys over tokens, then entries
         from .mechanisms.compressed import compute as compressed
         return compressed.head(run, h, K, ids, allowed, _bias(run, h), _rule(run, h), _ATTEND)
     if sc.linear is not None:                                        # linear attention: a state, no scores

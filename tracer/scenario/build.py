@@ -97,7 +97,7 @@ def build(data: dict, default_name: str = "scenario", source: str | None = None)
     if "mla" in data:   # multi-head latent attention: the heads' matrices come from [mla]
         w = latent.weights(data["mla"], data.get("weights"), shapes, layout)
         data = {**data, "weights": data.get("weights") or {}}
-    elif "compressed" in data:   # DeepSeek V4: the heads read given queries and keys (mechanisms/compressed)
+    elif "compressed" in data:   # DeepSeek V4: its projections are [compressed]'s (mechanisms/compressed)
         w = compressed.weights(data["compressed"])
         data = {**data, "weights": data.get("weights") or {}}
     else:

@@ -127,7 +127,8 @@ register(Kind(
 
 _projection("q", "Queries", ("token", "d_k"), "head",
             "A query is what a token is looking for. It is the token's features passed through W_Q, "
-            "a matrix the model learns.", chain="query", present=lambda ctx: not (ctx.dims.latent or ctx.dims.of("compressed")))
+            "a matrix the model learns.", chain="query",
+            present=lambda ctx: not (ctx.dims.latent or ctx.dims.of("compressed")))
 _projection("k", "Keys", _kv_axes("d_k"), "kv",
             "A key is what a token offers to be found by. Queries are compared with keys; a separate "
             "matrix W_K lets 'what I look for' differ from 'what I am'.", chain="key",

@@ -3,8 +3,10 @@ pool of compressed entries, each a learned softmax pooling of m tokens (`pool`),
 key/value head with sinks, its output turned back and projected group by group (`attention`).
 
 In a trace (`compressed` keyword of from_arrays, filled from a checkpoint by
-models/deepseek_v4_layer.py): the queries, the keys and the indexer's choice enter as given
-(`reader`), the heads run the layer's own steps over n + E keys (`compute`, `steps`)."""
+models/deepseek_v4_layer.py; `reader`): the streams and their mixes, the pooled entries, the
+indexer's choice and the mask enter as given (`before`, `streams`); the engine computes the
+queries from c_q, the key/value head from norm_in, then every head's steps over the n + E keys,
+z turned back, the grouped W_O and the streams after it (`compute`, `steps`)."""
 from __future__ import annotations
 
 from ..declaration import Mechanism

@@ -1,6 +1,7 @@
-"""A DeepSeek V4 layer's numbers in a trace: its given parts before the heads, each head through the
-stage kernels' `attend` (scores … weights, the sink, z over the n + E keys) then turned back, and
-the grouped output projection after them."""
+"""A DeepSeek V4 layer's numbers in a trace: its parts before the heads (c_q computed, the rest
+given), each head's queries and the key/value head, the stage kernels' `attend` (scores … weights,
+the sink, z over the n + E keys), z turned back, and the grouped output projection and the streams
+after them."""
 from __future__ import annotations
 
 import numpy as np
