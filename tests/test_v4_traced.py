@@ -83,8 +83,11 @@ def test_every_layer_against_transformers(v4):
             close(tr["pool.k"], want["entries"], f"layer {i}: pool.k")
             close(tr["pool.weights"].reshape(len(tr["pool.k"]), -1, 16).sum(axis=1), np.ones_like(tr["pool.k"]),
                   "pooling weights sum to 1 over an entry's slots")
-    chosen = traces[1]["idx.selected"]
+    chosen, index = traces[1]["idx.selected"], traces[1]["idx.scores"]
     assert [set(np.flatnonzero(row)) for row in chosen] == theirs[1]["chosen"]
+    complete = np.isfinite(index)   # transformers scores every entry, and masks the incomplete ones later
+    assert complete.any() and not complete.all()
+    close(index[complete], theirs[1]["index_scores"][complete], "the index scores of the complete entries")
 
 
 def test_the_steps_explain_with_their_numbers(v4):

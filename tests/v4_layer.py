@@ -1,6 +1,6 @@
 """A small DeepSeek V4 layer written here with NumPy, as from_arrays takes it (`compressed=`): random
 W_QA, the gain of c_q and W_QB, the keys' W_KV and gain, entries of m = 2 tokens with overlapping
-windows, an indexer's scores and its top-1 choice, two residual streams with their post and comb
+windows, an indexer of 2 heads over them (and its top-1 choice), two residual streams with their post and comb
 mixes, and the mask they make (a window of 2, entries complete, entries kept). For the tests that
 need a layer of every mechanism; the checkpoint's own layers are checked against transformers in
 test_v4_traced.py."""
@@ -23,8 +23,10 @@ def arrays(n: int = 5, heads: int = 2, d: int = 4, seed: int = 0, sinks: bool = 
     pool_weights /= pool_weights.sum(axis=1, keepdims=True)
     t, e = np.indices((n, entries))
     visible = e < (t + 1) // m
-    scores = np.where(visible, rng.normal(size=(n, entries)), -np.inf)
-    selected = visible & (scores == scores.max(axis=1, keepdims=True))
+    index = dict(q=rng.normal(size=(n, 2 * 3)), k=rng.normal(size=(entries, 3)), w=rng.normal(size=(n, 2)), scale=0.5)
+    votes = np.maximum(np.einsum("thd,ed->the", index["q"].reshape(n, 2, 3), index["k"]), 0)   # 2 index heads of 3
+    scores = np.where(visible, np.einsum("th,the->te", index["w"], votes) * 0.5, -np.inf)
+    selected = visible & (scores == scores.max(axis=1, keepdims=True))                  # top-1
     i, j = np.indices((n, n))
     allowed = np.concatenate([(j <= i) & (j > i - window), selected], axis=1)
     comb = rng.random((n, 2, 2))
@@ -35,6 +37,6 @@ def arrays(n: int = 5, heads: int = 2, d: int = 4, seed: int = 0, sinks: bool = 
                    w_kv=rng.normal(size=(d_model, d)), kv_gain=0.5 + rng.random(d),
                    entries=rng.normal(size=(entries, d)), pool_weights=pool_weights,
                    sources=sources, groups=2, w_a=rng.normal(size=(2 * 3, heads * d // 2)),
-                   w_b=rng.normal(size=(d_model, 2 * 3)), index=dict(scores=scores, selected=selected))
+                   w_b=rng.normal(size=(d_model, 2 * 3)), index=index)
     out = dict(q=None, k=None, v=None, compressed=section, mask=allowed)
     return {**out, "sinks": rng.normal(size=heads)} if sinks else out

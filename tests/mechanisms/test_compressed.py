@@ -54,10 +54,15 @@ def reference(keys: dict) -> dict:
         w_o[4 * g:4 * g + 4, 3 * g:3 * g + 3] = c["w_a"][3 * g:3 * g + 3].T
     groups = concat @ w_o
     out = groups @ c["w_b"].T
+    ix = c["index"]   # the indexer: 2 heads of 3; entry e is complete for token t once 2·(e + 1) ≤ t + 1
+    votes = np.array([[[max(ix["q"][t, 3 * h:3 * h + 3] @ ix["k"][e], 0.0) for e in range(2)] for h in range(2)]
+                      for t in range(5)])
+    index = np.einsum("th,the->te", ix["w"], votes) * ix["scale"]
+    index[[[2 * (e + 1) > t + 1 for e in range(2)] for t in range(5)]] = -np.inf
     x = c["x_streams"].reshape(5, 2, 6)   # X'_k = post_k·out + Σ_j comb_jk·X_j, token by token
     after = np.stack([c["post"][t][:, None] * out[t][None, :] + c["comb"][t].T @ x[t] for t in range(5)])
-    return dict(q_rot=turned, k=kv, weights=w, sink=sink / total, z_rot=z_rot, z=z, o_groups=groups, out=out,
-                streams_after=after.reshape(10, 6))
+    return dict(index=index, q_rot=turned, k=kv, weights=w, sink=sink / total, z_rot=z_rot, z=z, o_groups=groups,
+                out=out, streams_after=after.reshape(10, 6))
 
 
 @pytest.mark.parametrize("layout", ["rows", "columns"])
@@ -75,6 +80,7 @@ def test_the_heads_and_the_grouped_output_against_numpy(layer, layout):
     np.testing.assert_allclose(rows(tr["o_groups"]), want["o_groups"], rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(rows(tr["out"]), want["out"], rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(rows(tr["streams_after"]), want["streams_after"], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(rows(tr["idx.scores"]), want["index"], rtol=1e-12, atol=1e-15)
     assert tr.step("kv0.k").shape == ((4, 7) if layout == "columns" else (7, 4))   # 5 tokens, then 2 entries
     np.testing.assert_allclose(rows(tr["kv0.k"]), want["k"], rtol=1e-12, atol=1e-15)
 
@@ -87,7 +93,7 @@ def test_the_heads_and_the_grouped_output_against_numpy(layer, layout):
                            '"heavily_compressed_attention", got a string'),
     (dict(pre=np.ones((4, 2))), "compressed.pre: expected an array 5 × 2, got an array 4 × 2"),
     (dict(groups=3), "compressed.groups: expected a number of groups that divides 2 heads"),
-    (dict(index=None), "compressed.index.scores: expected an array 5 × 2, got nothing"),
+    (dict(index=None), "compressed.index.w: expected an array 5 × index heads, got nothing"),
     (dict(sources=np.full((2, 4), 9)), "compressed.sources: expected each slot's token, 0 to 4"),
     (dict(w_qb=[[[1.0], [1.0, 2.0]]]), "compressed.w_qb: expected an array heads × q_rank × D, got a list"),
     (dict(stride=2), "compressed.stride: unknown field"),

@@ -56,7 +56,7 @@ def layer_arrays(folder, data: dict, text: str, layer, label: str, what: str) ->
                    sources=pool.sources(len(entries), m, c.kinds[layer] == SPARSE) if len(entries) else
                    np.zeros((0, 1), np.int64))
     if c.kinds[layer] == SPARSE:
-        section["index"] = {"scores": p["idx.scores"], "selected": p["idx.selected"]}
+        section["index"] = {"q": p["idx.q"], "k": p["idx.k"], "w": p["idx.w"], "scale": c.index["dim"] ** -0.5}
     streams, spread = c.hc["streams"], f"pre {p['hc.pre'].min():.3g} … {p['hc.pre'].max():.3g}"
     said = header(c, layer, len(entries))
     return dict(x=p["x"], tokens=pieces, compressed=section, sinks=t[at + "attn.attn_sink"], mask=p["allowed"],

@@ -9,7 +9,7 @@ import numpy as np
 from ...steps.base import Kind, register
 from ...steps.cell import whole_row
 from ...steps.inputs import PRODUCTS
-from ..indexer import topk
+from ..indexer import scores, topk
 
 
 def on(ctx) -> bool:
@@ -105,29 +105,77 @@ register(Kind(
     sources=lambda cell: {}, inputs=lambda ctx, h: [], present=_pooling), after="pool.weights")
 
 
-def _index_story(cell) -> str:
+def _indexed(ctx) -> bool:
+    return _pooling(ctx) and ctx.dims.of("compressed").indexed
+
+
+def _index_given(what: str):
+    def explain(cell) -> str:
+        return f"= {cell.f(cell.value)}   ({what.format(t=cell.token(cell.i), i=cell.i, j=cell.j)})"
+    return explain
+
+
+register(Kind(
+    "entry_idx_q", "Index queries", ("token", "index_feature"), "input",
+    "On a compressed sparse layer a lightning indexer decides which entries each query reads. Its queries: a few "
+    "index heads of d_I numbers per token, side by side (from c_q, the last features turned).",
+    formula=lambda ctx: "idx.q = RoPE_last r(C_Q·W_IQ)", explain=_index_given("query {t}'s index feature {j}"),
+    sources=lambda cell: {}, inputs=lambda ctx, h: [], present=_indexed, short="idx.q"), after="pool.k")
+
+register(Kind(
+    "entry_idx_k", "Index keys of the entries", ("entry", "d_index"), "input",
+    "The indexer pools the tokens into entries of its own (d_I wide, the same windows): one index key an entry.",
+    formula=lambda ctx: "idx.k[e] = RoPE_last r(RMSNorm(Σ_s W_I[e,s] ⊙ C_I[e,s])·g), at position e·m",
+    explain=_index_given("entry {i}'s index key, feature {j}"), sources=lambda cell: {}, inputs=lambda ctx, h: [],
+    present=_indexed, short="idx.k"), after="entry_idx_q")
+
+register(Kind(
+    "entry_idx_w", "Index head weights", ("token", "index_head"), "input",
+    "Each query weighs its index heads: an entry's index score is the heads' votes added with these weights.",
+    formula=lambda ctx: "idx.w = N·W_w ÷ √H_I", explain=_index_given("how much query {t} trusts index head {j}"),
+    sources=lambda cell: {}, inputs=lambda ctx, h: [], present=_indexed, short="idx.w"), after="entry_idx_k")
+
+
+def _reason(cell) -> str:
+    """Why query i kept or dropped entry j, or why it could not see it."""
+    i, e = cell.i, cell.j
+    index, kept = cell.rows("idx.scores").astype(np.float64), cell.rows("idx.selected") != 0
+    if not np.isfinite(index[i, e]):
+        return f"{pooled(cell, e)}, and query {cell.token(i)} has seen only up to token {cell.token(i)}: not complete"
+    return topk.reason(index, kept, section(cell)["topk"], i, e, cell.f, "entry")
+
+
+def _scores_explain(cell) -> str:
     c, i, e = section(cell), cell.i, cell.j
-    scores = c["index"]["scores"]
-    if not np.isfinite(scores[i, e]):
-        return (f"= −∞   ({pooled(cell, e)}, and query {cell.token(i)} has seen only up to token "
-                f"{cell.token(i)}: the entry is not complete)")
-    why = topk.reason(scores, c["index"]["selected"], c["topk"], i, e, cell.f, "entry")
-    return f"= {cell.f(cell.value)}   ({why})"
+    if not np.isfinite(cell.value):
+        return f"= −∞   ({_reason(cell)})"
+    q, k, w = (cell.rows(sid).astype(np.float64) for sid in ("idx.q", "idx.k", "idx.w"))
+    told = scores.story(q.reshape(len(q), w.shape[1], -1), k, w, c["index"]["scale"], i, e, cell.f)
+    return told.replace("-", "−") + f"   ({_reason(cell)})"
+
+
+def _scores_sources(cell) -> dict:
+    if not np.isfinite(cell.value):
+        return {}
+    return {sid: [(row, col) for col in range(cell.rows(sid).shape[1])]
+            for sid, row in (("idx.q", cell.i), ("idx.k", cell.j), ("idx.w", cell.i))}
 
 
 register(Kind(
     "entry_scores", "Index scores of the entries", ("query", "entry"), "input",
-    "On a compressed sparse layer a lightning indexer (its own pool of entries, its own small heads) scores every "
-    "complete entry for every query; each query then reads only its top k entries.",
+    "The indexer scores every complete entry for every query: each index head compares the query with the entry's "
+    "index key (a head that dislikes it gives 0, the ReLU), and the votes are added with the query's weights.",
     formula=lambda ctx: "I[t,e] = Σ_h w[t,h]·ReLU(q[t,h]·k[e])·scale, for the entries complete at t (else −∞)",
-    explain=_index_story, sources=lambda cell: {}, inputs=lambda ctx, h: [],
-    present=lambda ctx: _pooling(ctx) and ctx.dims.of("compressed").indexed, short="idx.scores"), after="pool.k")
+    explain=_scores_explain, sources=_scores_sources, inputs=lambda ctx, h: ["idx.q", "idx.k", "idx.w"],
+    present=_indexed, short="idx.scores",
+    tip="for each index head: the dot product of query and key, 0 if negative, times the head's weight; add them"),
+    after="entry_idx_w")
 
 register(Kind(
     "entry_selected", "Entries selected", ("query", "entry"), "input",
     "Each query keeps the k entries its index scores rank best; the heads' masks hide the others (weight exactly 0).",
     formula=lambda ctx: "1 for the k best index scores of each query (all while it sees k or fewer), else 0",
-    explain=lambda cell: f"= {int(cell.value)}   ({_index_story(cell).partition('(')[2].rstrip(')')})",
+    explain=lambda cell: f"= {int(cell.value)}   ({_reason(cell)})",
     sources=lambda cell: {"idx.scores": [(cell.i, cell.j)]}, inputs=lambda ctx, h: ["idx.scores"],
-    present=lambda ctx: _pooling(ctx) and ctx.dims.of("compressed").indexed, short="idx.selected",
+    present=_indexed, short="idx.selected",
     tip="compare this entry's index score with the k-th best of the row"), after="entry_scores")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..indexer import rotary
+from ..indexer import rotary, scores, topk
 from . import attention, pool, streams
 
 
@@ -20,8 +20,8 @@ def inputs(run, before: dict) -> dict:
         got.update({"streams": c["x_streams"], "hc.post": c["post"], "hc.comb": c["comb"].reshape(-1, c["streams"])})
     if len(c["entries"]):
         got.update({"pool.weights": pool.stacked(c["pool_weights"]), "pool.k": c["entries"]})
-        if c["index"] is not None:
-            got.update({"idx.scores": c["index"]["scores"], "idx.selected": c["index"]["selected"]})
+        if c["index"] is not None:   # the indexer's votes over the complete entries, and each query's top k
+            got.update(index(c, len(q_a)))
     return {sid: np.ascontiguousarray(a, dtype=dt) for sid, a in got.items()}
 
 
@@ -67,20 +67,29 @@ def output(run, y: np.ndarray) -> dict:
     return {sid: a.astype(run.dtype) for sid, a in got.items()}
 
 
-def dropped(sc) -> np.ndarray | None:
+def index(c: dict, n: int) -> dict:
+    """idx.q, idx.k, idx.w as given, then idx.scores (−∞ on the entries not complete) and idx.selected."""
+    ix, entries = c["index"], len(c["entries"])
+    q = ix["q"].reshape(n, ix["w"].shape[1], -1)
+    s = scores.index_scores(q, ix["k"], ix["w"], ix["scale"], pool.visible(n, entries, c["m"]))
+    return {"idx.q": ix["q"], "idx.k": ix["k"], "idx.w": ix["w"], "idx.scores": s,
+            "idx.selected": topk.select(s, c["topk"])}
+
+
+def dropped(trace) -> np.ndarray | None:
     """query × key, True on the complete entries the indexer dropped (None without an indexer)."""
-    c = sc.compressed
-    if c["index"] is None:
+    if "idx.selected" not in trace:
         return None
-    entries = np.isfinite(c["index"]["scores"]) & ~c["index"]["selected"]
-    return np.concatenate([np.zeros((sc.n, sc.n), bool), entries], axis=1)
+    index = trace.rows("idx.scores")
+    entries = np.isfinite(index) & (trace.rows("idx.selected") == 0)
+    return np.concatenate([np.zeros((len(index), len(index)), bool), entries], axis=1)
 
 
-def kept_words(sc, i: int) -> str:
+def kept_words(trace, i: int) -> str:
     """`query sat kept 2 of 3 entries (top-2)`, "" without an indexer."""
-    c = sc.compressed
-    if c["index"] is None:
+    if "idx.selected" not in trace:
         return ""
     from ...labels import token_name
-    seen, kept = int(np.isfinite(c["index"]["scores"][i]).sum()), int(c["index"]["selected"][i].sum())
-    return f"query {token_name(sc.tokens, i)} kept {kept} of {seen} entries (top-{c['topk']})"
+    seen, kept = int(np.isfinite(trace.rows("idx.scores")[i]).sum()), int(trace.rows("idx.selected")[i].sum())
+    top = trace.scenario.compressed["topk"]
+    return f"query {token_name(trace.scenario.tokens, i)} kept {kept} of {seen} entries (top-{top})"

@@ -15,7 +15,8 @@ formulas before them, checked once here.
     pool_weights  E × S × D                                 sources: E × S, the token of each slot (−1: none)
     theta     n × r/2, p·θ of every position (the turn of the last r features)
     groups, w_a, w_b   the grouped output projection (as saved: W_a (groups·d_g) × (heads·D/groups), W_b)
-    index     for the sparse kind: {"scores": n × E, "selected": n × E}, the indexer's over the entries
+    index     for the sparse kind, its lightning indexer over the entries: {"q": n × (H_I·d_I), "k": E × d_I,
+              "w": n × H_I, "scale"} (the engine scores the complete entries and keeps each query's top k)
 
 The layer's W_Q, W_K and W_V are empty (d_model × 0): its projections are these."""
 from __future__ import annotations
@@ -118,7 +119,10 @@ def read(scenario, data: dict) -> dict:
     if layer_kind == SPARSE:
         index = section.get("index") or {}
         if not isinstance(index, dict):
-            raise ScenarioError("compressed.index", f"expected a table with scores and selected, got {kind(index)}")
-        out["index"] = {key: _array(index, key, (n, entries), "compressed.index.") for key in ("scores", "selected")}
-        out["index"]["selected"] = out["index"]["selected"] != 0
+            raise ScenarioError("compressed.index", f"expected a table with q, k, w and scale, got {kind(index)}")
+        at = "compressed.index."
+        w = _array(index, "w", (n, "index heads"), at)
+        k = _array(index, "k", (entries, "d_I"), at)
+        q = _array(index, "q", (n, w.shape[1] * k.shape[1]), at)
+        out["index"] = {"q": q, "k": k, "w": w, "scale": number(index.get("scale", k.shape[1] ** -0.5), at + "scale")}
     return {"compressed": out}

@@ -29,21 +29,27 @@ class Shape(NamedTuple):
     indexed: bool
     q_rank: int        # c_q's width
     streamed: bool     # the streams entering and the hyper-connection's post and comb are given
+    index_heads: int   # the indexer's heads and their width (0 without one)
+    d_index: int
 
 
 def shape(c: dict) -> Shape:
     e, s, _ = c["pool_weights"].shape
     return Shape(c["kind"], e, s, c["streams"], c["groups"], len(c["w_a"]) // c["groups"], 2 * c["theta"].shape[1],
-                 c["index"] is not None, c["w_qb"].shape[1], c["x_streams"] is not None)
+                 c["index"] is not None, c["w_qb"].shape[1], c["x_streams"] is not None,
+                 *((c["index"]["w"].shape[1], c["index"]["k"].shape[1]) if c["index"] is not None else (0, 0)))
 
 
 def axes(dims) -> dict:
-    """The sizes of its steps' own axes (0 without it)."""
+    """The sizes of its steps' own axes (0 without it), and its indexer's."""
     s = dims.of("compressed")
     if s is None:
         return dict(entry=0, entry_slot=0, stream=0, group_feature=0, q_rank=0, token_stream=0)
-    return dict(entry=s.entries, entry_slot=s.entries * s.slots, stream=s.streams,
-                group_feature=s.groups * s.group_rank, q_rank=s.q_rank, token_stream=dims.n * s.streams)
+    got = dict(entry=s.entries, entry_slot=s.entries * s.slots, stream=s.streams,
+               group_feature=s.groups * s.group_rank, q_rank=s.q_rank, token_stream=dims.n * s.streams)
+    if s.indexed:   # its indexer's axes (those of V3.2's when it has none)
+        got.update(index_feature=s.index_heads * s.d_index, d_index=s.d_index, index_head=s.index_heads)
+    return got
 
 
 def _turn(cell, before: np.ndarray, sign: int) -> str:
@@ -226,7 +232,8 @@ def hidden(cell) -> str | None:
     if (i + 1) // c["m"] <= e:
         return (f"= −∞   ({pooled(cell, e)}, and query {cell.token(i)} has seen only up to token "
                 f"{cell.token(i)}: not complete)")
-    why = topk.reason(c["index"]["scores"], c["index"]["selected"], c["topk"], i, e, cell.f, "entry")
+    why = topk.reason(cell.rows("idx.scores").astype(np.float64), cell.rows("idx.selected") != 0, c["topk"], i, e,
+                      cell.f, "entry")
     return f"= −∞   (the indexer dropped entry {e} for query {cell.token(i)}: {why.removeprefix('dropped: ')})"
 
 

@@ -117,7 +117,7 @@ def dropped_cells(trace, step) -> np.ndarray | None:
         return None
     if trace.scenario.compressed is not None:   # DeepSeek V4's indexer chooses among the entries
         from ..compressed.compute import dropped
-        dropped = dropped(trace.scenario)
+        dropped = dropped(trace)
     elif trace.scenario.sparse is not None:
         selected = trace.rows("idx.selected") != 0
         dropped = np.tri(*selected.shape, dtype=bool) & ~selected
@@ -134,7 +134,7 @@ def kept_words(trace, step, row: int, col: int) -> str:
     i = col if trace.columns else row
     if trace.scenario.compressed is not None:   # DeepSeek V4: the entries its indexer kept
         from ..compressed.compute import kept_words as entries_kept
-        return entries_kept(trace.scenario, i)
+        return entries_kept(trace, i)
     if trace.scenario.sparse is None:
         return ""
     selected = trace.rows("idx.selected")[i] != 0
