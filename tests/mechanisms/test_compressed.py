@@ -106,6 +106,18 @@ def test_a_bad_section_is_refused_in_one_line(layer, change, message):
     assert str(err.value).startswith(message) and "\n" not in str(err.value), str(err.value)
 
 
+def test_a_mask_other_than_the_layers_own_is_refused(layer):
+    """The mask follows from the window, the complete entries and the indexer's choice (the masked steps
+    name these reasons): the written layer's own is accepted, absent is the same, another is refused."""
+    keys, sc = layer
+    assert np.array_equal(tracer.from_arrays(X, **dict(keys, mask=None)).mask, sc.mask)
+    other = keys["mask"].copy()
+    other[4, 0] = True   # token 0 is outside query 4's window of 2
+    for mask in (other, "causal"):
+        with pytest.raises(tracer.ScenarioError, match=r"^mask: expected none, or the layer's own \(5 × 7: the last 2 "):
+            tracer.from_arrays(X, **dict(keys, mask=mask))
+
+
 def test_the_command_line_names_the_file_and_the_field(tmp_path, capsys):
     path = tmp_path / "v4.toml"
     path.write_text('x = [[1.0, 0.0], [0.0, 1.0]]\n[compressed]\nkind = "sliding_attention"\nwindow = 2\n',

@@ -1,7 +1,8 @@
-"""A traced layer of a DeepSeek V4 checkpoint: the stream x entering it (the earlier blocks and the
-hyper-connections run in deepseek_v4_stream) and what its heads read, computed by its own formulas
-(deepseek_v4_block): the queries, the keys over the tokens then the compressed entries, the mask
-(window, entries complete, entries the indexer kept) and the sinks, as from_arrays keywords."""
+"""A traced layer of a DeepSeek V4 checkpoint as from_arrays keywords: the stream x entering it (the
+earlier blocks and the hyper-connections run in deepseek_v4_stream), the streams and their mixes, the
+compressed entries and the indexer's parts computed by its own formulas (deepseek_v4_block), the
+layer's weights (W_QA, W_QB, W_KV, their gains, the grouped W_O) and the sinks; the `compressed`
+section's reader builds the mask from them."""
 from __future__ import annotations
 
 import numpy as np
@@ -59,7 +60,7 @@ def layer_arrays(folder, data: dict, text: str, layer, label: str, what: str) ->
         section["index"] = {"q": p["idx.q"], "k": p["idx.k"], "w": p["idx.w"], "scale": c.index["dim"] ** -0.5}
     streams, spread = c.hc["streams"], f"pre {p['hc.pre'].min():.3g} … {p['hc.pre'].max():.3g}"
     said = header(c, layer, len(entries))
-    return dict(x=p["x"], tokens=pieces, compressed=section, sinks=t[at + "attn.attn_sink"], mask=p["allowed"],
+    return dict(x=p["x"], tokens=pieces, compressed=section, sinks=t[at + "attn.attn_sink"],
                 norm_in=dict(kind="rms", gain=t[at + "attn_norm.weight"], eps=c.eps),
                 name=f"{label}_layer{layer}",
                 title=f"{label}, layer {layer} ({said}): {len(ids)} tokens, d_model {c.d_model}, {c.heads} heads of "

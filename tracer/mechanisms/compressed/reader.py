@@ -15,6 +15,7 @@ formulas before them, checked once here.
     pool_weights  E × S × D                                 sources: E × S, the token of each slot (−1: none)
     theta     n × r/2, p·θ of every position (the turn of the last r features)
     groups, w_a, w_b   the grouped output projection (as saved: W_a (groups·d_g) × (heads·D/groups), W_b)
+    The mask follows from them (the window, the entries complete, the entries the indexer keeps).
     index     for the sparse kind, its lightning indexer over the entries: {"q": n × (H_I·d_I), "k": E × d_I,
               "w": n × H_I, "scale"} (the engine scores the complete entries and keeps each query's top k)
 
@@ -125,4 +126,21 @@ def read(scenario, data: dict) -> dict:
         k = _array(index, "k", (entries, "d_I"), at)
         q = _array(index, "q", (n, w.shape[1] * k.shape[1]), at)
         out["index"] = {"q": q, "k": k, "w": w, "scale": number(index.get("scale", k.shape[1] ** -0.5), at + "scale")}
-    return {"compressed": out}
+    return {"compressed": out, "mask": _mask(scenario, out)}
+
+
+def _mask(scenario, c: dict) -> np.ndarray:
+    """query × (tokens, entries): the window, the entries complete at the query, those its indexer keeps;
+    a mask the scenario gives must be this one (the steps' words name these three reasons)."""
+    from . import attention, pool
+    from .compute import index
+    n = scenario.n
+    entries = pool.visible(n, len(c["entries"]), c["m"]) if c["m"] is not None else np.zeros((n, 0), bool)
+    if c["index"] is not None:
+        entries = entries & index(c, n)["idx.selected"]
+    allowed = np.concatenate([attention.sliding(n, c["window"]), entries], axis=1)
+    given = scenario.mask
+    if not (isinstance(given, str) and given == "none") and not np.array_equal(given, allowed):
+        raise ScenarioError("mask", f"expected none, or the layer's own ({n} × {allowed.shape[1]}: the last "
+                            f"{c['window']} tokens, then the entries complete at the query that its indexer keeps)")
+    return allowed
