@@ -128,7 +128,8 @@ def test_show_and_export_on_the_command_line(v4, tmp_path, capsys):
     assert got["scenario"]["compressed"] == {"kind": KINDS[2], "window": 4, "entries": 1, "streams": 3, "m": 8,
                                              "x": "x = Σ_j pre_j·X_j over 3 streams"}
     ids = [s["id"] for s in got["steps"]]
-    assert ids[:8] == ["x", "streams", "hc.pre", "norm_in", "q_a", "c_q", "pool.weights", "pool.k"]
+    assert ids[:12] == ["x", "streams", "hc.pre", "norm_in", "q_a", "c_q", "pool.c", "pool.z", "pool.weights",
+                        "pool.sum", "pool.norm", "pool.k"]
     assert ids[-5:] == ["o_groups", "out", "hc.post", "hc.comb", "streams_after"]
     steps = {s["id"]: s for s in got["steps"]}
     assert steps["h0.weights"]["shape"] == [14, 15] and steps["kv0.k"]["shape"] == [14 + 1, 16]

@@ -16,11 +16,9 @@ def arrays(n: int = 5, heads: int = 2, d: int = 4, seed: int = 0, sinks: bool = 
     m, window, entries = 2, 2, n // 2
     theta = np.arange(n)[:, None] * np.array([[0.5]])              # one turned pair: the last 2 features
     w_qa, q_gain, w_qb = rng.normal(size=(d_model, 3)), 0.5 + rng.random(3), rng.normal(size=(heads, 3, d))
-    sources = np.array([[2 * e - 2, 2 * e - 1, 2 * e, 2 * e + 1] for e in range(entries)])
-    sources[sources < 0] = -1
-    logits = np.where(sources[..., None] >= 0, rng.normal(size=(entries, 2 * m, d)), -np.inf)
-    pool_weights = np.exp(logits - logits.max(axis=1, keepdims=True))
-    pool_weights /= pool_weights.sum(axis=1, keepdims=True)
+    pool = dict(w_c=rng.normal(size=(d_model, 2 * d)), w_z=rng.normal(size=(d_model, 2 * d)),   # series a | b
+                bias=rng.normal(size=(m, 2 * d)), gain=0.5 + rng.random(d),
+                theta=np.arange(entries)[:, None] * m * np.array([[0.5]]))                # at each entry's first token
     t, e = np.indices((n, entries))
     visible = e < (t + 1) // m
     index = dict(q=rng.normal(size=(n, 2 * 3)), k=rng.normal(size=(entries, 3)), w=rng.normal(size=(n, 2)), scale=0.5)
@@ -35,8 +33,7 @@ def arrays(n: int = 5, heads: int = 2, d: int = 4, seed: int = 0, sinks: bool = 
                    comb=comb / comb.sum(axis=1, keepdims=True), w_qa=w_qa, q_gain=q_gain, w_qb=w_qb, eps=1e-6,
                    theta=theta,
                    w_kv=rng.normal(size=(d_model, d)), kv_gain=0.5 + rng.random(d),
-                   entries=rng.normal(size=(entries, d)), pool_weights=pool_weights,
-                   sources=sources, groups=2, w_a=rng.normal(size=(2 * 3, heads * d // 2)),
+                   pool=pool, groups=2, w_a=rng.normal(size=(2 * 3, heads * d // 2)),
                    w_b=rng.normal(size=(d_model, 2 * 3)), index=index)
     out = dict(q=None, k=None, v=None, compressed=section, mask=allowed)
     return {**out, "sinks": rng.normal(size=heads)} if sinks else out

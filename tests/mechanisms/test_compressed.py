@@ -25,16 +25,24 @@ def layer():
 def reference(keys: dict) -> dict:
     """weights (heads × n × (n + E)), sink (heads × n), z (heads × n × D), o_groups, out, written here."""
     c, allowed, sinks = keys["compressed"], keys["mask"], keys["sinks"]
-    angle = np.arange(5) * 0.5
-
-    def turn(a):   # the last pair (features 2 and 3) turned by p·0.5
+    def turn(a, angle=np.arange(5) * 0.5):   # the last pair (features 2 and 3) turned by p·0.5
         out = a.copy()
         out[..., 2] = a[..., 2] * np.cos(angle) - a[..., 3] * np.sin(angle)
         out[..., 3] = a[..., 3] * np.cos(angle) + a[..., 2] * np.sin(angle)
         return out
     rms = lambda a: a / np.sqrt((a ** 2).mean(axis=-1, keepdims=True) + 1e-6)  # noqa: E731
     tokens = turn(rms(X @ c["w_kv"]) * c["kv_gain"])
-    kv = np.concatenate([tokens, c["entries"]])
+    p = c["pool"]   # entry e of m = 2: series a (C's first 4 columns) of tokens 2e − 2, 2e − 1, b of 2e, 2e + 1
+    C, Z, entries = X @ p["w_c"], X @ p["w_z"], []
+    for e in range(2):
+        slots = [(t, slice(0, 4)) for t in (2 * e - 2, 2 * e - 1) if t >= 0]
+        slots += [(t, slice(4, 8)) for t in (2 * e, 2 * e + 1)]
+        logits = np.array([Z[t, cols] + p["bias"][t % 2, cols] for t, cols in slots])
+        weights = np.exp(logits - logits.max(axis=0))
+        weights /= weights.sum(axis=0)                              # a softmax over the slots, feature by feature
+        entries.append(sum(weights[s] * C[t, cols] for s, (t, cols) in enumerate(slots)))
+    pooled = turn(rms(np.array(entries)) * p["gain"], np.arange(2) * 2 * 0.5)   # turned at 2e
+    kv = np.concatenate([tokens, pooled])
     c_q = rms(X @ c["w_qa"]) * c["q_gain"]
     turned = turn(rms(np.einsum("tr,hrd->htd", c_q, c["w_qb"])))     # queries: normed without a gain
     s = np.einsum("hid,jd->hij", turned, kv) / 2.0                  # ÷ √D, D = 4
@@ -61,8 +69,8 @@ def reference(keys: dict) -> dict:
     index[[[2 * (e + 1) > t + 1 for e in range(2)] for t in range(5)]] = -np.inf
     x = c["x_streams"].reshape(5, 2, 6)   # X'_k = post_k·out + Σ_j comb_jk·X_j, token by token
     after = np.stack([c["post"][t][:, None] * out[t][None, :] + c["comb"][t].T @ x[t] for t in range(5)])
-    return dict(index=index, q_rot=turned, k=kv, weights=w, sink=sink / total, z_rot=z_rot, z=z, o_groups=groups,
-                out=out, streams_after=after.reshape(10, 6))
+    return dict(pool=pooled, index=index, q_rot=turned, k=kv, weights=w, sink=sink / total, z_rot=z_rot, z=z,
+                o_groups=groups, out=out, streams_after=after.reshape(10, 6))
 
 
 @pytest.mark.parametrize("layout", ["rows", "columns"])
@@ -81,6 +89,7 @@ def test_the_heads_and_the_grouped_output_against_numpy(layer, layout):
     np.testing.assert_allclose(rows(tr["out"]), want["out"], rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(rows(tr["streams_after"]), want["streams_after"], rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(rows(tr["idx.scores"]), want["index"], rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(rows(tr["pool.k"]), want["pool"], rtol=1e-12, atol=1e-15)
     assert tr.step("kv0.k").shape == ((4, 7) if layout == "columns" else (7, 4))   # 5 tokens, then 2 entries
     np.testing.assert_allclose(rows(tr["kv0.k"]), want["k"], rtol=1e-12, atol=1e-15)
 
@@ -94,7 +103,8 @@ def test_the_heads_and_the_grouped_output_against_numpy(layer, layout):
     (dict(pre=np.ones((4, 2))), "compressed.pre: expected an array 5 × 2, got an array 4 × 2"),
     (dict(groups=3), "compressed.groups: expected a number of groups that divides 2 heads"),
     (dict(index=None), "compressed.index.w: expected an array 5 × index heads, got nothing"),
-    (dict(sources=np.full((2, 4), 9)), "compressed.sources: expected each slot's token, 0 to 4"),
+    (dict(pool=None), "compressed.pool: expected a table with w_c, w_z, bias, gain and theta"),
+    (dict(pool=dict(w_c=np.ones((6, 8)))), "compressed.pool.w_z: expected an array 6 × 8, got nothing"),
     (dict(w_qb=[[[1.0], [1.0, 2.0]]]), "compressed.w_qb: expected an array heads × q_rank × D, got a list"),
     (dict(stride=2), "compressed.stride: unknown field"),
 ])
@@ -114,7 +124,7 @@ def test_a_mask_other_than_the_layers_own_is_refused(layer):
     other = keys["mask"].copy()
     other[4, 0] = True   # token 0 is outside query 4's window of 2
     for mask in (other, "causal"):
-        with pytest.raises(tracer.ScenarioError, match=r"^mask: expected none, or the layer's own \(5 × 7: the last 2 "):
+        with pytest.raises(tracer.ScenarioError, match=r"^mask: expected none, or the layer's own \(5 × 7: the last"):
             tracer.from_arrays(X, **dict(keys, mask=mask))
 
 

@@ -50,9 +50,9 @@ async def test_the_entries_the_indexer_dropped_are_dim(layer1):
 async def test_the_new_steps_are_listed_and_explained(layer1):
     async with opened(layer1, size=(160, 50)) as (app, pilot):
         listed = screen_text(app)
-        assert all(sid in listed for sid in ("hc.pre", "pool.weights", "pool.k", "idx.selected")), listed
-        await go_to(pilot, "pool.k")
-        assert "entry 0 pools tokens" in story(app), story(app)
+        assert all(sid in listed for sid in ("hc.pre", "pool.weights", "pool.sum", "pool.k", "idx.selected")), listed
+        await go_to(pilot, "pool.sum")
+        assert "= Σ_s W·C = " in story(app) and "entry 0 pools tokens" in story(app), story(app)
         await go_to(pilot, "h0.masked")
         await pilot.press(*["down"] * 5, *["right"] * 16)   # query 5, key e2 (its window ends at token 11)
         await settle(pilot)

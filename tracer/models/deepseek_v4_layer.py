@@ -9,7 +9,7 @@ import numpy as np
 
 from ..checks import kind
 from ..errors import ScenarioError
-from ..mechanisms.compressed import pool
+from ..mechanisms.indexer import rotary
 from .deepseek_v4_block import SPARSE
 from .sparse_config import read_v4
 from .tokens import encode
@@ -42,9 +42,7 @@ def layer_arrays(folder, data: dict, text: str, layer, label: str, what: str) ->
     t, _, pre = stream.open_checkpoint(folder)
     at = f"{pre}layers.{layer}."
     p = stream.run(folder, ids, layer)[-1]
-    d = c.head_dim
-    entries = p.get("pool.k", np.zeros((0, d)))
-    weights = p.get("pool.weights", np.zeros((0, 1, d)))
+    d, n = c.head_dim, len(ids)
     m = c.rates.get(c.kinds[layer])
     n_streams = c.hc["streams"]
     section = dict(kind=c.kinds[layer], window=c.window, m=m, topk=c.index["topk"], streams=n_streams,
@@ -52,14 +50,16 @@ def layer_arrays(folder, data: dict, text: str, layer, label: str, what: str) ->
                    comb=p["hc.comb"], w_qa=t[at + "attn.wq_a.weight"].T, q_gain=t[at + "attn.q_norm.weight"],
                    w_qb=_per_head(t[at + "attn.wq_b.weight"], c.heads), eps=c.eps,
                    theta=p["theta"], w_kv=t[at + "attn.wkv.weight"].T, kv_gain=t[at + "attn.norm.weight"],
-                   entries=entries, pool_weights=weights, groups=c.groups, w_a=t[at + "attn.wo_a.weight"],
-                   w_b=t[at + "attn.wo_b.weight"],
-                   sources=pool.sources(len(entries), m, c.kinds[layer] == SPARSE) if len(entries) else
-                   np.zeros((0, 1), np.int64))
+                   groups=c.groups, w_a=t[at + "attn.wo_a.weight"], w_b=t[at + "attn.wo_b.weight"])
+    if m is not None:   # the compressor: C and Z of every token, the bias of each window position, the gain
+        comp = at + "attn.compressor."
+        section["pool"] = dict(w_c=t[comp + "wkv.weight"].T, w_z=t[comp + "wgate.weight"].T, bias=t[comp + "ape"],
+                               gain=t[comp + "norm.weight"],
+                               theta=rotary.angles(c.rope["compress"], np.arange(n // m) * m, c.rope_dims))
     if c.kinds[layer] == SPARSE:
         section["index"] = {"q": p["idx.q"], "k": p["idx.k"], "w": p["idx.w"], "scale": c.index["dim"] ** -0.5}
     streams, spread = c.hc["streams"], f"pre {p['hc.pre'].min():.3g} … {p['hc.pre'].max():.3g}"
-    said = header(c, layer, len(entries))
+    said = header(c, layer, n // m if m else 0)
     return dict(x=p["x"], tokens=pieces, compressed=section, sinks=t[at + "attn.attn_sink"],
                 norm_in=dict(kind="rms", gain=t[at + "attn_norm.weight"], eps=c.eps),
                 name=f"{label}_layer{layer}",

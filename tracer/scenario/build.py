@@ -98,7 +98,7 @@ def build(data: dict, default_name: str = "scenario", source: str | None = None)
         w = latent.weights(data["mla"], data.get("weights"), shapes, layout)
         data = {**data, "weights": data.get("weights") or {}}
     elif "compressed" in data:   # DeepSeek V4: its projections are [compressed]'s (mechanisms/compressed)
-        w = compressed.weights(data["compressed"])
+        w = compressed.weights(data["compressed"], x.shape[0])
         data = {**data, "weights": data.get("weights") or {}}
     else:
         w = _weights(data.get("weights"), shapes, layout, context is not None)
@@ -136,7 +136,7 @@ def build(data: dict, default_name: str = "scenario", source: str | None = None)
 def _keys(data: dict, n: int, context) -> int:
     """How many keys the mask covers: the context's, DeepSeek V4's tokens then entries, or the tokens."""
     if "compressed" in data:
-        return n + compressed.sizes(data["compressed"])[2]
+        return n + compressed.sizes(data["compressed"], n)[2]
     return n if context is None else context.shape[0]
 
 

@@ -78,8 +78,8 @@ class Scenario:
     w_gate: np.ndarray | None = None      # heads × d_model × d_v: the output gate's W_G (mechanisms/output_gate.py)
     b_gate: np.ndarray | None = None      # heads × d_v: its bias
     linear: dict | None = None            # [linear]: {rule, alpha heads×n×(1|d_k), beta heads×n | None, l2} (mechanisms/linear)
-    compressed: dict | None = None        # DeepSeek V4's layer: its queries, keys (tokens', then E entries'), the
-    #                                       grouped W_O … (mechanisms/compressed/reader.py); keys are n + E
+    compressed: dict | None = None        # DeepSeek V4's layer: its weights, pooling, indexer, streams, grouped W_O
+    #                                       … (mechanisms/compressed/reader.py); its keys are n tokens + E entries
 
     def __repr__(self) -> str:
         from ..notebook import scenario_repr
@@ -94,13 +94,13 @@ class Scenario:
         """How many keys: the context's tokens under cross-attention, DeepSeek V4's tokens and entries,
         else the tokens of x."""
         if self.compressed is not None:
-            return self.n + len(self.compressed["entries"])
+            return self.n + self.compressed["entries"]
         return self.n if self.context is None else self.context.shape[0]
 
     @property
     def key_tokens(self) -> list[str]:
         if self.compressed is not None:   # the tokens, then the entries by number
-            return list(self.tokens) + [f"e{e}" for e in range(len(self.compressed["entries"]))]
+            return list(self.tokens) + [f"e{e}" for e in range(self.compressed["entries"])]
         return self.tokens if self.context is None else self.context_tokens
 
     @property

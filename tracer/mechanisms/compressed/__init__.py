@@ -3,20 +3,21 @@ pool of compressed entries, each a learned softmax pooling of m tokens (`pool`),
 key/value head with sinks, its output turned back and projected group by group (`attention`).
 
 In a trace (`compressed` keyword of from_arrays, filled from a checkpoint by
-models/deepseek_v4_layer.py; `reader`): the streams and their mixes, the pooled entries, the
-indexer's choice and the mask enter as given (`before`, `streams`); the engine computes the
-queries from c_q, the key/value head from norm_in, then every head's steps over the n + E keys,
-z turned back, the grouped W_O and the streams after it (`compute`, `steps`)."""
+models/deepseek_v4_layer.py; `reader`, which also builds the mask): the streams and their mixes and
+the indexer's q, k and w enter as given (`before`, `streams`); the engine computes the pooled
+entries (`entries`), c_q and each head's queries, the key/value head from norm_in, the index
+scores and choice, then every head's steps over the n + E keys, z turned back, the grouped W_O and
+the streams after it (`compute`, `steps`)."""
 from __future__ import annotations
 
 from ..declaration import Mechanism
-from . import steps, streams  # noqa: F401  (streams: its kinds)
+from . import steps, streams, entries  # noqa: F401  (streams, entries: their kinds)
 from .reader import read
 
 
 def _describe(sc) -> dict:
     c = sc.compressed
-    out = {"kind": c["kind"], "window": c["window"], "entries": len(c["entries"]), "streams": c["streams"],
+    out = {"kind": c["kind"], "window": c["window"], "entries": c["entries"], "streams": c["streams"],
            "x": f"x = Σ_j pre_j·X_j over {c['streams']} streams"}
     if c["m"] is not None:
         out["m"] = c["m"]

@@ -1,7 +1,7 @@
 """DeepSeek V4's steps before the heads: how x mixed the residual streams (`hc.pre`), the compressed
-queries (`c_q`), the pooled entries (`pool.weights`, `pool.k`) and, on sparse layers, the indexer's
-scores and choice over them (`idx.scores`, `idx.selected`: query × entry); and the words that name
-an entry's tokens, which the heads' steps use too."""
+queries (`q_a`, `c_q`) and, on sparse layers, the indexer over the entries (`idx.q`, `idx.k`,
+`idx.w`, then `idx.scores` and `idx.selected`: query × entry); and the words that name an entry's
+tokens, which the other steps use too. The pooled entries themselves: entries.py."""
 from __future__ import annotations
 
 import numpy as np
@@ -75,36 +75,6 @@ register(Kind(
     present=on, short="c_q", tip="divide by the root of the mean of the row's squares plus ε, times the gain"),
     after="q_a")
 
-register(Kind(
-    "pool.weights", "Pooling weights", ("entry_slot", "d_k"), "input",
-    "Every m tokens become one compressed entry: a softmax over its slots, feature by feature, says how much "
-    "each token's projection counts in it. Row e·S + s is slot s of entry e.",
-    formula=lambda ctx: "W[e,s] = softmax over the slots s of Z[e,s] + B[s], per feature  (Z = h·W_Z, B learned)",
-    explain=lambda cell: _slot(cell), sources=lambda cell: {}, inputs=lambda ctx, h: [], present=_pooling),
-    after="compressed_c_q")
-
-
-def _slot(cell) -> str:
-    c = section(cell)
-    e, s = divmod(cell.i, c["pool_weights"].shape[1])
-    t = c["sources"][e, s]
-    if t < 0:
-        return f"= 0   (slot {s} of entry {e} is empty: entry 0 has no window before it)"
-    return (f"= {cell.f(cell.value)}   (slot {s} of entry {e}: token {cell.token(t)}; {pooled(cell, e)}; "
-            "an entry's weights of one feature sum to 1)")
-
-
-register(Kind(
-    "pool.k", "Compressed entries", ("entry", "d_k"), "input",
-    "The compressed entries are keys (and values) too: each sums its tokens' projections C with the pooling "
-    "weights, then is RMS-normed and turned at its window's first token.",
-    formula=lambda ctx: "pool.k[e] = RoPE_last r(RMSNorm(Σ_s W[e,s] ⊙ C[e,s])·g), at position e·m",
-    explain=lambda cell: (f"= {cell.f(cell.value)}   ({pooled(cell, cell.i)}: Σ weight·C over its slots, "
-                          f"normed, turned at position {cell.i * section(cell)['m']})"),
-    # given, like the weights: C (the tokens' projections for the pool) is not a step of the trace
-    sources=lambda cell: {}, inputs=lambda ctx, h: [], present=_pooling), after="pool.weights")
-
-
 def _indexed(ctx) -> bool:
     return _pooling(ctx) and ctx.dims.of("compressed").indexed
 
@@ -120,7 +90,7 @@ register(Kind(
     "On a compressed sparse layer a lightning indexer decides which entries each query reads. Its queries: a few "
     "index heads of d_I numbers per token, side by side (from c_q, the last features turned).",
     formula=lambda ctx: "idx.q = RoPE_last r(C_Q·W_IQ)", explain=_index_given("query {t}'s index feature {j}"),
-    sources=lambda cell: {}, inputs=lambda ctx, h: [], present=_indexed, short="idx.q"), after="pool.k")
+    sources=lambda cell: {}, inputs=lambda ctx, h: [], present=_indexed, short="idx.q"), after="compressed_c_q")
 
 register(Kind(
     "entry_idx_k", "Index keys of the entries", ("entry", "d_index"), "input",

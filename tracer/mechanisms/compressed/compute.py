@@ -1,5 +1,5 @@
-"""A DeepSeek V4 layer's numbers in a trace: its parts before the heads (c_q computed, the rest
-given), each head's queries and the key/value head, the stage kernels' `attend` (scores … weights,
+"""A DeepSeek V4 layer's numbers in a trace: its parts before the heads (c_q, the pooled entries, the
+index scores and choice; the streams' mixes given), each head's queries and the key/value head, the stage kernels' `attend` (scores … weights,
 the sink, z over the n + E keys), z turned back, and the grouped output projection and the streams
 after them."""
 from __future__ import annotations
@@ -11,18 +11,32 @@ from . import attention, pool, streams
 
 
 def inputs(run, before: dict) -> dict:
-    """hc.pre, q_a and c_q (from norm_in, among the steps `before`, or x), pool.weights and pool.k, the
-    indexer's scores and choice over the entries."""
+    """hc.pre, q_a and c_q (from norm_in, among the steps `before`, or x), the pooled entries, the
+    indexer's scores and choice over them, and the streams with the hyper-connection's post and comb."""
     c, dt = run.scenario.compressed, run.dtype
-    q_a = before.get("norm_in", run.x) @ c["w_qa"]
+    h = before.get("norm_in", run.x)
+    q_a = h @ c["w_qa"]
     got = {"hc.pre": c["pre"], "q_a": q_a, "c_q": rms(q_a, c["eps"]) * c["q_gain"]}
     if c["x_streams"] is not None:   # the streams, and how the hyper-connection gives the output back
         got.update({"streams": c["x_streams"], "hc.post": c["post"], "hc.comb": c["comb"].reshape(-1, c["streams"])})
-    if len(c["entries"]):
-        got.update({"pool.weights": pool.stacked(c["pool_weights"]), "pool.k": c["entries"]})
+    if c["entries"]:   # the pooled entries, from the tokens' C and Z
+        got.update(pooled(c, h))
         if c["index"] is not None:   # the indexer's votes over the complete entries, and each query's top k
             got.update(index(c, len(q_a)))
     return {sid: np.ascontiguousarray(a, dtype=dt) for sid, a in got.items()}
+
+
+def pooled(c: dict, h: np.ndarray) -> dict:
+    """pool.c and pool.z (the tokens' projections), pool.weights (a softmax over each entry's slots of Z + B,
+    feature by feature), pool.sum (Σ_s W ⊙ C), pool.norm (RMS-normed with its gain), pool.k (turned at
+    each entry's first token)."""
+    p = c["pool"]
+    got = {"pool.c": h @ p["w_c"], "pool.z": h @ p["w_z"]}
+    total, weights = pool.pool(got["pool.c"], got["pool.z"], p["bias"], c["m"], c["overlap"])
+    got.update({"pool.weights": pool.stacked(weights), "pool.sum": total})
+    got["pool.norm"] = rms(total, c["eps"]) * p["gain"]
+    got["pool.k"] = rotary.turn(got["pool.norm"], p["theta"], "interleaved", "last")
+    return got
 
 
 def rms(a: np.ndarray, eps: float) -> np.ndarray:
@@ -36,7 +50,8 @@ def key_values(run, ids: dict) -> dict:
     kv = run.held(run.step(ids["kv"]).inputs[0]) @ c["w_kv"]
     kv_norm = rms(kv, c["eps"]) * c["kv_gain"]
     kv_rot = rotary.turn(kv_norm, c["theta"], "interleaved", "last")
-    got = {"kv": kv, "kv_norm": kv_norm, "kv_rot": kv_rot, "k": np.concatenate([kv_rot, c["entries"]])}
+    entries = run.held("pool.k") if c["entries"] else np.zeros((0, kv.shape[1]))
+    got = {"kv": kv, "kv_norm": kv_norm, "kv_rot": kv_rot, "k": np.concatenate([kv_rot, entries])}
     got = {kind: np.ascontiguousarray(a, dtype=run.dtype) for kind, a in got.items()}
     return {**got, "v": got["k"]}
 
@@ -69,7 +84,7 @@ def output(run, y: np.ndarray) -> dict:
 
 def index(c: dict, n: int) -> dict:
     """idx.q, idx.k, idx.w as given, then idx.scores (−∞ on the entries not complete) and idx.selected."""
-    ix, entries = c["index"], len(c["entries"])
+    ix, entries = c["index"], c["entries"]
     q = ix["q"].reshape(n, ix["w"].shape[1], -1)
     s = scores.index_scores(q, ix["k"], ix["w"], ix["scale"], pool.visible(n, entries, c["m"]))
     return {"idx.q": ix["q"], "idx.k": ix["k"], "idx.w": ix["w"], "idx.scores": s,

@@ -31,30 +31,36 @@ class Shape(NamedTuple):
     streamed: bool     # the streams entering and the hyper-connection's post and comb are given
     index_heads: int   # the indexer's heads and their width (0 without one)
     d_index: int
+    pool_width: int    # C's and Z's columns (2D with overlapping windows; 0 on a sliding layer)
 
 
 def shape(c: dict) -> Shape:
-    e, s, _ = c["pool_weights"].shape
+    e, s = c["entries"], c["sources"].shape[1]
     return Shape(c["kind"], e, s, c["streams"], c["groups"], len(c["w_a"]) // c["groups"], 2 * c["theta"].shape[1],
                  c["index"] is not None, c["w_qb"].shape[1], c["x_streams"] is not None,
-                 *((c["index"]["w"].shape[1], c["index"]["k"].shape[1]) if c["index"] is not None else (0, 0)))
+                 *((c["index"]["w"].shape[1], c["index"]["k"].shape[1]) if c["index"] is not None else (0, 0)),
+                 0 if c["pool"] is None else c["pool"]["w_c"].shape[1])
 
 
 def axes(dims) -> dict:
     """The sizes of its steps' own axes (0 without it), and its indexer's."""
     s = dims.of("compressed")
     if s is None:
-        return dict(entry=0, entry_slot=0, stream=0, group_feature=0, q_rank=0, token_stream=0)
-    got = dict(entry=s.entries, entry_slot=s.entries * s.slots, stream=s.streams,
+        return dict(entry=0, entry_slot=0, stream=0, group_feature=0, q_rank=0, token_stream=0, pool_width=0)
+    got = dict(entry=s.entries, entry_slot=s.entries * s.slots, stream=s.streams, pool_width=s.pool_width,
                group_feature=s.groups * s.group_rank, q_rank=s.q_rank, token_stream=dims.n * s.streams)
     if s.indexed:   # its indexer's axes (those of V3.2's when it has none)
         got.update(index_feature=s.index_heads * s.d_index, d_index=s.d_index, index_head=s.index_heads)
     return got
 
 
-def _turn(cell, before: np.ndarray, sign: int) -> str:
-    """A turned feature's story: a·cos(±pθ) ∓ b·sin(±pθ) from the row `before` the turn."""
-    d, theta, j = before.size, section(cell)["theta"][cell.at], cell.j
+def turn_story(cell, before: np.ndarray, sign: int, theta: np.ndarray | None = None,
+               position: int | None = None) -> str:
+    """A turned feature's story: a·cos(±pθ) ∓ b·sin(±pθ) from the row `before` the turn, at the cell's
+    token (or at `position`, by the angles `theta`: an entry's first token)."""
+    theta = section(cell)["theta"][cell.at] if theta is None else theta
+    position = cell.at if position is None else position
+    d, j = before.size, cell.j
     r = 2 * theta.size
     if j < d - r:
         return f"= {cell.f(before[j])}   (the first {d - r} features carry no position: not turned)"
@@ -63,7 +69,7 @@ def _turn(cell, before: np.ndarray, sign: int) -> str:
     f = lambda v: f"({cell.f(v)})" if v < 0 else cell.f(v)  # noqa: E731  (a − (−b), not a − −b)
     parts = (f"{cell.f(a)}·cos({angle}) − {f(b)}·sin({angle})" if j % 2 == (d - r) % 2 else
              f"{cell.f(b)}·cos({angle}) + {f(a)}·sin({angle})")
-    return f"= {parts} = {cell.f(cell.value)}   (pair {k} of the last {r} features, position {cell.at})"
+    return f"= {parts} = {cell.f(cell.value)}   (pair {k} of the last {r} features, position {position})"
 
 
 # ------------------------------------------------------------------ the heads
@@ -93,7 +99,7 @@ register(Kind(
     tip="divide by the root of the mean of the row's squares plus ε"), after="compressed_q_proj")
 
 
-def _pair(cell) -> list[tuple[int, int]]:
+def pair_cells(cell) -> list[tuple[int, int]]:
     """The cells a turned feature reads: its pair (or itself, past the turned ones)."""
     d, r, j = cell.scenario.d_k, 2 * section(cell)["theta"].shape[1], cell.j
     if j < d - r:
@@ -107,8 +113,8 @@ register(Kind(
     "The last r features of each query turn by the token's position (interleaved pairs), as the keys' do: a "
     "score then depends on how far apart the tokens are.",
     formula=lambda ctx: "RoPE_last r(q_norm): pair i turned by p·θ_i",
-    explain=lambda cell: _turn(cell, cell.rows(cell.step.inputs[0])[cell.i], 1),
-    sources=lambda cell: {cell.step.inputs[0]: _pair(cell)},
+    explain=lambda cell: turn_story(cell, cell.rows(cell.step.inputs[0])[cell.i], 1),
+    sources=lambda cell: {cell.step.inputs[0]: pair_cells(cell)},
     inputs=lambda ctx, h: [ctx.sid("compressed_q_norm", h)], present=on, short="q_rot", chain="query",
     tip="a·cos − b·sin for the first of a pair, b·cos + a·sin for the second"), after="compressed_q_norm")
 
@@ -142,8 +148,8 @@ register(Kind(
     "The key's last r features turn by its token's position, as the queries' do; the values, being the keys, "
     "carry the turn too.",
     formula=lambda ctx: "RoPE_last r(kv_norm): pair i turned by p·θ_i",
-    explain=lambda cell: _turn(cell, cell.rows(cell.step.inputs[0])[cell.i], 1),
-    sources=lambda cell: {cell.step.inputs[0]: _pair(cell)},
+    explain=lambda cell: turn_story(cell, cell.rows(cell.step.inputs[0])[cell.i], 1),
+    sources=lambda cell: {cell.step.inputs[0]: pair_cells(cell)},
     inputs=lambda ctx, h: [ctx.sid("compressed_kv_norm", h)], present=on, short="kv_rot"), after="compressed_kv_norm")
 
 
@@ -181,8 +187,8 @@ register(Kind(
     "The values carried their keys' turn; turning the output's last r features back by the query's own position "
     "leaves what each key contributed a function of its distance only.",
     formula=lambda ctx: "Z = RoPE_last r(Z_rot, −p·θ)   (turned back at the query's position)",
-    explain=lambda cell: _turn(cell, cell.rows(cell.step.inputs[0])[cell.i], -1),
-    sources=lambda cell: {cell.step.inputs[0]: _pair(cell)},
+    explain=lambda cell: turn_story(cell, cell.rows(cell.step.inputs[0])[cell.i], -1),
+    sources=lambda cell: {cell.step.inputs[0]: pair_cells(cell)},
     inputs=lambda ctx, h: [ctx.sid("z_rot", h)], present=on, short="z"), after="z_rot")
 
 
