@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import tracer
+import v4_layer
 from tracer.ids import parse
 from tracer.scenario import scenarios_dir
 
@@ -156,7 +157,10 @@ def with_mechanisms() -> list:
     kda = tracer.from_arrays(r(4, 6), list(r(2, 6, 2)), list(r(1, 6, 2)), list(r(1, 6, 3)), o=r(6, 6),
                              linear=dict(rule="kda", decay=(0.5 + rng.random((2, 4, 2)) / 2).tolist(),
                                          beta=(2 * rng.random((2, 4))).tolist()), residual=dict(norm="none"))
+    v4 = tracer.from_arrays(r(5, 6), **v4_layer.arrays(n=5, seed=6))
     return [("QK-norm over all heads, yarn, output norm", sc, {}),
+            ("DeepSeek V4's compressed sparse layer, sinks", v4, {}),
+            ("DeepSeek V4's compressed sparse layer, columns", v4, dict(layout="columns")),
             ("a lightning indexer of 2 heads, top-2", indexed, {}),
             ("a lightning indexer, by-hand, columns", indexed, dict(arithmetic="by-hand", layout="columns")),
             ("linear kda, grouped, columns", kda, dict(layout="columns")),
@@ -214,7 +218,8 @@ def test_every_cell_ends_on_its_value_and_sources_reproduce_it(label, scenario, 
         assert {"x", "q", "k", "v", "decay", "state", "o", "implicit", "z"} <= kinds
         return
     standard = {"scaled", "weights"} if not trace.arithmetic.online else {"max", "sums", "acc"}
-    projections = {"q_nope", "k_nope"} if trace.scenario.mla is not None else {"q", "k"}
+    projections = {"q_nope", "k_nope"} if trace.scenario.mla is not None else \
+        {"q_rot", "k"} if trace.scenario.compressed is not None else {"q", "k"}   # V4's queries enter turned
     assert {"x", "v", "scores", "z"} | projections | standard <= kinds
 
 
@@ -235,7 +240,7 @@ def check_sources(trace, step, r: int, c: int) -> None:
     elif step.kind == "sums":
         got = pick(step.inputs[0]).sum()
         if trace.scenario.sinks is not None:   # plus the sink's power, which is its share of the sum
-            got += value * float(trace[step.id.replace("sums", "sink")][r, 0])
+            got += value * float(trace[step.id.replace("sums", "sink")][r, c])   # the same cell: one wide either way
     elif step.kind == "concat":  # one cell of the head it came from
         (sid,) = src
         head = c // trace.scenario.d_v if trace.layout == 'rows' else r // trace.scenario.d_v

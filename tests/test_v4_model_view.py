@@ -2,7 +2,7 @@
 tiny deepseek_v4 checkpoint (tests/tiny_sparse.py: one sliding, one compressed sparse and one
 heavily compressed layer), every head's matrix against transformers' eager forward, the role
 scores, the circuits and the cache against references written here; a bad tensor refused in one
-line before anything is printed; `show --model` on it refused in one line that names the view."""
+line before anything is printed. `show --model` traces its layers step by step: test_v4_traced.py."""
 from __future__ import annotations
 
 import json
@@ -105,14 +105,6 @@ def test_a_bad_tensor_is_named_before_anything_is_printed(v4, tmp_path, capsys):
     out, err = capsys.readouterr()
     assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
     assert f"{key}: has shape (7, 16); expected (8, 16) for a heavily_compressed_attention layer" in err, err
-
-
-def test_show_model_names_what_reads_it(v4, capsys):
-    folder, _, _ = v4
-    code = main(["show", "--model", str(folder), "--text", TEXT, "--layer", "1"])
-    err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
-    assert "model_type: 'deepseek_v4' is not traced step by step yet; `attnsim model` shows its layers" in err
 
 
 def test_the_figure_labels_the_entries(v4, tmp_path, capsys):

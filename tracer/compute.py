@@ -147,6 +147,9 @@ def inputs(run) -> dict:
         from .mechanisms.latent import compute as latent
         with np.errstate(all="ignore"):
             got.update(latent.inputs(run, stages(run), got))
+    if sc.compressed is not None:   # DeepSeek V4: the streams, c_q, the pooled entries, the indexer's choice
+        from .mechanisms.compressed import compute as compressed
+        got.update(compressed.inputs(run, got))
     if sc.sparse is not None:   # the lightning indexer: its scores and each query's choice of keys
         from .mechanisms.indexer import compute as indexer
         got.update(indexer.inputs(run, got))
@@ -205,6 +208,9 @@ def _stage_head(run, h: int, K) -> tuple[dict, bool]:
         return {ids[kind]: arr for kind, arr in zip(("q", "k", "v", *_ATTEND), arrays) if kind in ids}, finite
     if sc.mla is not None:   # latent attention: its own projections, then the same attend
         return _latent_head(run, h, K, ids, allowed)
+    if sc.compressed is not None:                                    # DeepSeek V4: keys over tokens, then entries
+        from .mechanisms.compressed import compute as compressed
+        return compressed.head(run, h, K, ids, allowed, _bias(run, h), _rule(run, h), _ATTEND)
     if sc.linear is not None:                                        # linear attention: a state, no scores
         from .mechanisms.linear import compute as linear
         return linear.head(run, h, K)
@@ -264,6 +270,9 @@ def after_heads(run, y: np.ndarray, K) -> dict:
         w_o = np.ascontiguousarray(sc.w_o, dtype=dt)
         y = matmul(y, w_o[None])[0] if run.engine == "fused" else K.project(y, w_o)
         y = got["out"] = y if sc.b_o is None else K.add_row(y, np.ascontiguousarray(sc.b_o, dtype=dt))
+    if sc.compressed is not None:                                    # DeepSeek V4's grouped W_O
+        from .mechanisms.compressed import compute as compressed
+        got.update(compressed.output(run, y))
     if sc.out_norm is not None:                                      # the output's norm
         y = got["out_norm"] = out_norm.normed(K, run, y)
     if sc.residual:

@@ -35,6 +35,12 @@ def axis_labels(trace, axis: str, size: int, start: int = 0, width: int | None =
         names, first = distinct(trace.scenario.tokens)[start:], start
     elif axis == "one":
         return ["Σ"]
+    elif axis == "token_stream":   # DeepSeek V4's residual streams: token t's N rows, `the·0` … `the·3`
+        streams = size // max(trace.scenario.n, 1)
+        names, first = [f"{name}·{k}" for name in distinct(trace.scenario.tokens) for k in range(streams)][:size], 0
+    elif axis in ("entry", "entry_slot"):   # DeepSeek V4's compressed entries (and their slots: e1·s3)
+        slots = size // max(len(trace.scenario.key_tokens) - trace.scenario.n, 1)
+        return [f"e{i}" if axis == "entry" else f"e{i // slots}·s{i % slots}" for i in range(size)]
     elif axis == "token·d_k":   # a linear layer's states, stacked: row t·d_k + i is row i of token t's state
         d_k = trace.scenario.d_k   # from token `start` on (a decoded token's state: its d_k rows)
         names, first = [f"{name}·{i}" for name in distinct(trace.scenario.tokens)[start:] for i in range(d_k)][:size], 0

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import tracer
+import v4_layer
 from tracer.compute import engine_for
 from tracer.mechanisms import MECHANISMS
 from tracer.scenario.build import TOP_KEYS, WEIGHT_KEYS
@@ -27,18 +28,19 @@ LAYERS = {"qk_norm": dict(q_norm=[1.0, 2.0], k_norm=[1.0, 1.0]), "softcap": dict
           "indexer": dict(sparse=dict(topk=1), index_q=[[1.0], [1.0]], index_k=[[1.0], [0.0]]),
           "q_temp": dict(rope=dict(dims=0, temperature=dict(scale=1.0, floor=1))),
           "kv_sharing": dict(shared_kv=dict(source="layer A", x=X)),
-          "output_gate": dict(gate=EYE), "linear": dict(linear=dict(rule="delta", beta=0.5))}
+          "output_gate": dict(gate=EYE), "linear": dict(linear=dict(rule="delta", beta=0.5)),
+          "compressed": v4_layer.arrays(n=3, sinks=False, d_model=2)}
 # what a run of each does on each path, as the modules' docstrings and the README say
 ONLINE = {"qk_norm": True, "softcap": False, "alibi": False, "sinks": False, "score_bias": False, "out_norm": True,
           "rotary": True, "latent": False, "v_norm": True, "indexer": False, "q_temp": True, "kv_sharing": True,
-          "output_gate": False, "linear": False}
+          "output_gate": False, "linear": False, "compressed": False}
 DECODE = {"qk_norm": False, "softcap": False, "alibi": False, "sinks": False, "score_bias": False,
           "out_norm": False, "rotary": True, "latent": True, "v_norm": False, "indexer": False, "q_temp": False,
-          "kv_sharing": False, "output_gate": False, "linear": True}
+          "kv_sharing": False, "output_gate": False, "linear": True, "compressed": False}
 LABELS = {"qk_norm": "weights.q_norm", "softcap": "softcap", "alibi": "alibi", "sinks": "weights.sinks",
           "score_bias": "score_bias", "out_norm": "out_norm", "rotary": "rope", "latent": r"\[mla\]",
           "v_norm": "weights.v_norm", "indexer": r"\[sparse\]", "q_temp": r"rope\.temperature", "kv_sharing": "shared_kv",
-          "output_gate": "weights.gate", "linear": r"\[linear\]"}
+          "output_gate": "weights.gate", "linear": r"\[linear\]", "compressed": r"\[compressed\]"}
 
 
 def layer(name: str, **keys) -> tracer.Scenario:
@@ -78,7 +80,10 @@ def test_decoding_runs_it_or_refuses_it_naming_it(name):
         decoded, whole = tracer.run(layer(name, decode=1)), tracer.run(layer(name))
         np.testing.assert_allclose(decoded["t2.h0.z"][0], whole["h0.z"][2], rtol=1e-12, atol=1e-15)
     else:
-        with pytest.raises(tracer.ScenarioError, match=rf"^{LABELS[name]}: expected no \[decode\] section with it"):
+        # DeepSeek V4's mask is a matrix (window, entries complete, entries kept): refused by the mask first
+        first = r"mask: expected causal with \[decode\]" if name == "compressed" else \
+            rf"{LABELS[name]}: expected no \[decode\] section with it"
+        with pytest.raises(tracer.ScenarioError, match="^" + first):
             layer(name, decode=1)
     assert MECHANISMS[name].decode == DECODE[name]
 

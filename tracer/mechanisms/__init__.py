@@ -16,10 +16,11 @@ from .norm_after_rope import steps as _after_rope  # noqa: E402,F401  QK-norm's 
 from . import q_temp  # noqa: E402
 from . import kv_sharing  # noqa: E402
 from . import output_gate, linear  # noqa: E402
+from . import compressed  # noqa: E402
 
 MECHANISMS: dict[str, Mechanism] = {m.DECLARATION.name: m.DECLARATION for m in
                                     (qk_norm, softcap, alibi, sinks, score_bias, out_norm, rotary, latent, v_norm,
-                                     indexer, q_temp, kv_sharing, output_gate, linear)}
+                                     indexer, q_temp, kv_sharing, output_gate, linear, compressed)}
 for _m in MECHANISMS.values():   # their words in the shared steps and the keys they hide, where the steps read them
     tell(_m.name, _m.field, _m.texts, _m.hides)
 

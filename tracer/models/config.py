@@ -92,9 +92,9 @@ def parse(data: dict, names=None) -> Config:
     model_type = data.get("model_type")
     if not isinstance(model_type, str) or model_type not in FAMILIES:
         got = repr(model_type) if isinstance(model_type, str) else kind(model_type)
-        if model_type == "deepseek_v4":   # the model view reads it (model_view/deepseek_v4.py); no steps yet
-            raise ScenarioError("model_type", "'deepseek_v4' is not traced step by step yet; `attnsim model` shows "
-                                f"its layers and heads; expected one of {', '.join(FAMILIES)} to trace")
+        if model_type == "deepseek_v4":   # traced from its folder only (models/deepseek_v4_layer.py)
+            raise ScenarioError("model_type", "'deepseek_v4' is traced from its folder (tracer.from_model, `attnsim "
+                                f"show --model`), not from a model in memory; expected one of {', '.join(FAMILIES)}")
         raise ScenarioError("model_type", f"{got} is not supported; expected one of {', '.join(FAMILIES)}")
     fam = FAMILIES[model_type]
     fam = SWITCHES[model_type](fam, data) if model_type in SWITCHES else fam

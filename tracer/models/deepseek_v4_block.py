@@ -94,13 +94,14 @@ def index(h: np.ndarray, c_q: np.ndarray, w: dict, c, m: int) -> dict:
 
 def layer(x: np.ndarray, h: np.ndarray, w: dict, c, i: int) -> dict:
     """Every intermediate of layer i's attention on the normed stream h (x: the collapsed stream):
-    c_q, q (heads × token × D, turned), kv (token × D, turned), pool.k and pool.weights, the
-    indexer's steps, allowed (query × (tokens, entries)), weights and sink (heads × query × …),
-    z (turned back), concat, o_groups and out."""
+    c_q, q_norm and q (heads × token × D, before and after the turn), theta (p·θ of each position),
+    kv (token × D, turned), pool.k and pool.weights, the indexer's steps, allowed (query × (tokens,
+    entries)), weights and sink (heads × query × …), z (turned back), concat, o_groups and out."""
     kind, n, H, D = c.kinds[i], len(h), c.heads, c.head_dim
     theta = rotary.angles(c.rope["main" if kind == "sliding_attention" else "compress"], np.arange(n), c.rope_dims)
     p = {"x": x, "norm_in": h, "c_q": rms(h @ w["wq_a.weight"].T, w["q_norm.weight"], c.eps)}
     q = rms((p["c_q"] @ w["wq_b.weight"].T).reshape(n, H, D), None, c.eps).transpose(1, 0, 2)
+    p["q_norm"], p["theta"] = q, theta
     p["q"] = rotary.turn(q, theta, "interleaved", "last")
     p["kv"] = rotary.turn(rms(h @ w["wkv.weight"].T, w["norm.weight"], c.eps), theta, "interleaved", "last")
     keys, allowed = p["kv"], att.sliding(n, c.window)

@@ -11,7 +11,7 @@ from .. import memory
 from ..checks import kind, unknown
 from ..errors import ScenarioError
 from ..mechanisms import MECHANISMS
-from . import deepseek, dsa_layer, hybrid_layer
+from . import deepseek, deepseek_v4_layer, dsa_layer, hybrid_layer
 from .blocks import block, check_all, embed, embed_norm
 from .config import Config, config_json, config_of, read_config
 from .forward import run_block
@@ -36,6 +36,9 @@ def layer_arrays(path, text: str, layer: int, *, base: Path | None = None) -> di
     if hybrid_layer.is_hybrid(data):   # linear attention beside softmax layers (CONTRACT §16)
         return hybrid_layer.layer_arrays(folder, data, text, layer, Path(os.fspath(path)).name or folder.name,
                                          f"the {data['model_type']} checkpoint {os.fspath(path)!r} on the text {text!r}")
+    if deepseek_v4_layer.is_v4(data):   # its streams, entries and grouped W_O (models/deepseek_v4_layer.py)
+        return deepseek_v4_layer.layer_arrays(folder, data, text, layer, Path(os.fspath(path)).name or folder.name,
+                                              f"the deepseek_v4 checkpoint {os.fspath(path)!r} on the text {text!r}")
     tensors = Tensors(folder)
     if traced.handles(data):   # the dense families of 2026: their own forward (models/dense2026)
         return _dense2026(folder, data, tensors, text, layer, Path(os.fspath(path)).name or folder.name)
@@ -170,6 +173,9 @@ def _stream(tensors: Tensors, cfg: Config, ids: list[int], layer: int) -> np.nda
 def keep_heads(arrays: dict, heads) -> dict:
     """The arrays with only the query heads `heads`; their key/value groups follow them (shared
     when each kept group keeps equally many heads, else one copy per head)."""
+    if arrays.get("compressed") is not None:
+        raise ScenarioError("model.heads", "expected no heads list for a deepseek_v4 layer: its heads share one "
+                            "key/value head and a grouped W_O, traced together")
     latent = arrays.get("mla")
     total, groups = (len(latent["q"]), len(latent["q"])) if latent else (len(arrays["q"]), len(arrays["k"]))
     if not isinstance(heads, (list, tuple)) or not heads or any(
@@ -246,6 +252,8 @@ def origin(path, text: str, layer: int, heads=None, base: Path | None = None) ->
     data = config_json(folder)
     if traced.handles(data):   # the dense families of 2026
         return dense2026_described(data, str(folder), text, layer, heads)
+    if deepseek_v4_layer.is_v4(data):
+        return deepseek_v4_layer.described(data, str(folder), text, layer, heads)
     if hybrid_layer.is_hybrid(data):
         return hybrid_layer.described(hybrid_layer.hybrid_of(data), str(folder), text, layer, heads)
     return described(read_config(folder), str(folder), text, layer, heads)

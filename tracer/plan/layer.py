@@ -3,6 +3,7 @@ axes and shapes, all derived from the kinds' declarations before any number is c
 from __future__ import annotations
 
 from ..ids import step_id
+from ..mechanisms.compressed.steps import axes as compressed_axes
 from ..mechanisms.kv_sharing.steps import heading   # a shared key's title names its source layer
 from ..steps import KINDS, Context, Dims, Step
 
@@ -33,6 +34,7 @@ def layer_plan(dims: Dims, arithmetic, layout: str, mask) -> list[Step]:
     size = dict(token=dims.n, query=dims.n, key=dims.keys, context=dims.keys, d_model=dims.d_model, d_k=dims.d_k,
                 d_v=dims.d_v, d_out=dims.d_out, one=1, rank=dims.rank, d_context=dims.d_context or 0,
                 pair=dims.pairs, **latent_axes(dims), **index_axes(dims), **{"token·d_k": dims.n * dims.d_k})
+    size.update(compressed_axes(dims))   # DeepSeek V4's entries and streams (its indexer's axes too)
     steps = []
 
     def add(kind, head, group=None, block=None, first=0):

@@ -14,6 +14,7 @@ from .. import mechanisms
 from ..anyarray import numpy_tree
 from ..checks import Shapes, choice, kind, labels, matrix, per_head, text, unknown, vectors
 from ..errors import ScenarioError, as_text, one_line
+from ..mechanisms.compressed import reader as compressed
 from ..mechanisms.latent import reader as latent
 from ..mechanisms.rotary import reader as rotary
 from . import generated as rnd
@@ -96,6 +97,9 @@ def build(data: dict, default_name: str = "scenario", source: str | None = None)
     if "mla" in data:   # multi-head latent attention: the heads' matrices come from [mla]
         w = latent.weights(data["mla"], data.get("weights"), shapes, layout)
         data = {**data, "weights": data.get("weights") or {}}
+    elif "compressed" in data:   # DeepSeek V4: its projections are [compressed]'s (mechanisms/compressed)
+        w = compressed.weights(data["compressed"], x.shape[0])
+        data = {**data, "weights": data.get("weights") or {}}
     else:
         w = _weights(data.get("weights"), shapes, layout, context is not None)
     rotated = w["mla"]["rope"] if "mla" in w else w["w_q"].shape[2]   # the features a head turns
@@ -103,7 +107,7 @@ def build(data: dict, default_name: str = "scenario", source: str | None = None)
     name = text(data, "name") if "name" in data else _file_name(default_name)
     if not name.strip(" .") or any(c in name for c in "/\\"):
         raise ScenarioError("name", f"expected a name without / or \\ (it names exported files), got {kind(name)}")
-    m = n if context is None else context.shape[0]
+    m = _keys(data, n, context)
     # decoding is causal, and so are an indexer and a linear layer: a [decode], [sparse] or [linear] section
     # alone implies the mask
     mask = read_mask(data.get("mask", "causal" if {"decode", "sparse", "linear"} & set(data) else "none"), n, layout, m)
@@ -127,6 +131,13 @@ def build(data: dict, default_name: str = "scenario", source: str | None = None)
     if scenario.random is None:  # a [random] section was sized before anything was drawn
         rnd.refuse_if_too_big(rnd.run_bytes(scenario.dims(), itemsize), "x", "a run", scenario.n)
     return scenario
+
+
+def _keys(data: dict, n: int, context) -> int:
+    """How many keys the mask covers: the context's, DeepSeek V4's tokens then entries, or the tokens."""
+    if "compressed" in data:
+        return n + compressed.sizes(data["compressed"], n)[2]
+    return n if context is None else context.shape[0]
 
 
 def _mechanisms(scenario: Scenario, data: dict) -> None:
@@ -238,7 +249,7 @@ def from_arrays(x, q=None, k=None, v=None, o=None, *, layout: str = "rows", mask
                 mla: dict | None = None, score_bias=None, v_norm: bool | None = None,
                 sparse: dict | None = None, index_q=None, index_k=None, index_w=None,
                 qk_norm_after_rope: bool | None = None, shared_kv: dict | None = None,
-                linear: dict | None = None, gate=None, b_gate=None) -> Scenario:
+                linear: dict | None = None, gate=None, b_gate=None, compressed: dict | None = None) -> Scenario:
     """A scenario from your own matrices (e.g. weights taken from a real model): the same
     layouts, shapes and checks as a scenario file; q may be one matrix or one per head, k and v one
     per head or one per group (grouped-query), v = "k" reuses the keys; biases and QK-norm's gains

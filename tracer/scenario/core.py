@@ -78,6 +78,8 @@ class Scenario:
     w_gate: np.ndarray | None = None      # heads × d_model × d_v: the output gate's W_G (mechanisms/output_gate.py)
     b_gate: np.ndarray | None = None      # heads × d_v: its bias
     linear: dict | None = None            # [linear]: {rule, alpha heads×n×(1|d_k), beta heads×n | None, l2} (mechanisms/linear)
+    compressed: dict | None = None        # DeepSeek V4's layer: its weights, pooling, indexer, streams, grouped W_O
+    #                                       … (mechanisms/compressed/reader.py); its keys are n tokens + E entries
 
     def __repr__(self) -> str:
         from ..notebook import scenario_repr
@@ -89,11 +91,16 @@ class Scenario:
 
     @property
     def m(self) -> int:
-        """How many keys: the context's tokens under cross-attention, else the tokens of x."""
+        """How many keys: the context's tokens under cross-attention, DeepSeek V4's tokens and entries,
+        else the tokens of x."""
+        if self.compressed is not None:
+            return self.n + self.compressed["entries"]
         return self.n if self.context is None else self.context.shape[0]
 
     @property
     def key_tokens(self) -> list[str]:
+        if self.compressed is not None:   # the tokens, then the entries by number
+            return list(self.tokens) + [f"e{e}" for e in range(self.compressed["entries"])]
         return self.tokens if self.context is None else self.context_tokens
 
     @property
@@ -122,6 +129,8 @@ class Scenario:
 
     @property
     def d_out(self) -> int:
+        if self.compressed is not None:   # DeepSeek V4's grouped W_O: W_b's rows
+            return len(self.compressed["w_b"])
         return self.w_o.shape[1] if self.w_o is not None else self.heads * self.d_v
 
     @functools.cached_property

@@ -74,7 +74,10 @@ def _project_sources(cell) -> dict:
 
 
 def _kv_axes(width: str):
-    return lambda ctx: ("context", width) if ctx.cross else ("token", width)
+    """Keys and values by context token, by key where there are more keys than tokens (DeepSeek V4's
+    entries after them), else by token."""
+    return lambda ctx: ("context", width) if ctx.cross else ("key", width) if ctx.dims.keys != ctx.dims.n \
+        else ("token", width)
 
 
 def _projection(kind: str, title: str, axes, scope: str, why: str, **extra) -> Kind:
@@ -124,11 +127,12 @@ register(Kind(
 
 _projection("q", "Queries", ("token", "d_k"), "head",
             "A query is what a token is looking for. It is the token's features passed through W_Q, "
-            "a matrix the model learns.", chain="query", present=lambda ctx: not ctx.dims.latent)
+            "a matrix the model learns.", chain="query",
+            present=lambda ctx: not (ctx.dims.latent or ctx.dims.of("compressed")))
 _projection("k", "Keys", _kv_axes("d_k"), "kv",
             "A key is what a token offers to be found by. Queries are compared with keys; a separate "
             "matrix W_K lets 'what I look for' differ from 'what I am'.", chain="key",
-            present=lambda ctx: not ctx.dims.latent)
+            present=lambda ctx: not (ctx.dims.latent or ctx.dims.of("compressed")))
 _projection("v_down", "Values, down-projected", _kv_axes("rank"), "kv",
             "A low-rank value map first squeezes each token into a few numbers (W_V↓), then spreads "
             "them back out (W_V↑): far fewer parameters than a full W_V.",

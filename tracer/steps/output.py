@@ -34,7 +34,8 @@ register(Kind(
     explain=_z_explain, sources=_z_sources,
     inputs=lambda ctx, h: (online.z_inputs(ctx, h) if ctx.arithmetic.online
                            else [ctx.sid("weights", h), ctx.latest(h, "value", "z")]),
-    present=lambda ctx: ctx.dims.of("linear") is None,   # a linear layer's z: mechanisms/linear/steps.py
+    # a linear layer's z: mechanisms/linear/steps.py; DeepSeek V4's, turned back: mechanisms/compressed/steps.py
+    present=lambda ctx: ctx.dims.of("linear") is None and ctx.dims.of("compressed") is None,
     tip="multiply each value by its weight, then add the products"))
 
 
