@@ -87,29 +87,6 @@ def matmul(x, w) -> np.ndarray:
     return out
 
 
-def matmul_many(x, ws: list) -> list[np.ndarray]:
-    """[x·w[h] for every head h] for each w of ws (heads × d × m each, cast to x's dtype), from one
-    BLAS product of x with every w's heads side by side: one wide product on BLAS's threads runs at
-    about 1.4 times the rate of the heads' narrow products on numba's (matmul), on a linear layer's
-    four projections of 16 heads of 128 (the packing and the split back are counted)."""
-    from . import pool
-    d, n = x.shape[1], x.shape[0]
-    widths = [w.shape[0] * w.shape[2] for w in ws]
-    packed = np.empty((d, sum(widths)), x.dtype)
-    at = 0
-    for w in ws:
-        for h in range(w.shape[0]):
-            packed[:, at:at + w.shape[2]] = w[h]
-            at += w.shape[2]
-    y, out, at = x @ packed, [], 0
-    for w, width in zip(ws, widths):
-        heads = pool.empty((w.shape[0], n, w.shape[2]), x.dtype)
-        heads[...] = y[:, at:at + width].reshape(n, w.shape[0], w.shape[2]).transpose(1, 0, 2)
-        out.append(heads)
-        at += width
-    return out
-
-
 def online_heads(q, k, v, state, z, tiles, bad, rule, allowed, block: int, rows: int, keep: bool) -> None:
     """The online softmax of the heads in q, k, v (heads × n × d): see kernels/online.py."""
     from . import blas

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from ... import memory
-from ...kernels import matmul, matmul_many
+from ...kernels import matmul
 from ...projections import group_kv, key_values, latest, project_one
 from .heads import all_heads, compiles
 from .reader import refuse_run
@@ -63,31 +63,19 @@ def head(run, h: int, K) -> tuple[dict, bool]:
     return held.pop(h)
 
 
-def _projected(run, heads: list[int], groups: list[int], K, compiled: bool) -> tuple:
-    """q of `heads` (stacked), each group's keys and values by kind, and the heads' gates of z (None:
-    gated_z makes them): from one product with every projection side by side for a layer the kernel
-    runs (kernels.matmul_many), one product at a time by the stage kernels for a tiny one (which need
-    not load numba); projections.py's batches where a stage of the keys or values needs them."""
+def _projected(run, heads: list[int], groups: list[int], K, compiled: bool) -> tuple[np.ndarray, list[dict]]:
+    """q of `heads` (stacked) and each group's keys and values by kind: batched on numba's threads
+    (projections.py) for a layer the kernel runs, one product at a time by the stage kernels for a
+    tiny one (which need not load numba)."""
     sc, dt = run.scenario, run.dtype
     src = run.held(run.step(run.plan_ids(heads[0])["q"]).inputs[0])
     if not compiled:
         q = np.stack([project_one(K, src, sc.w_q[h], None if sc.b_q is None else sc.b_q[h], dt) for h in heads])
-        return q, [key_values(run, g * (sc.heads // sc.groups), K) for g in groups], None
-    by_head, by_group = slice(heads[0], heads[-1] + 1), slice(groups[0], groups[-1] + 1)
-    biases = [(sc.b_q, by_head), (sc.b_k, by_group), (sc.b_v, by_group)]
-    if sc.w_v_down is not None or sc.v_is_k or sc.v_norm is not None:
-        q = matmul(src, np.ascontiguousarray(sc.w_q[by_head], dtype=dt))
-        if sc.b_q is not None:
-            q += sc.b_q[by_head, None, :].astype(dt)
-        return q, group_kv(run, groups, run.plan_ids(heads[0]), sc.heads // sc.groups), None
-    norm = sc.linear.get("norm")
-    ws = [sc.w_q[by_head], sc.w_k[by_group], sc.w_v[by_group]] + ([norm["w_z"][by_head]] if norm else [])
-    got = matmul_many(src, ws)
-    for a, (b, index) in zip(got, biases):
-        if b is not None:
-            a += b[index, None, :].astype(dt)
-    q, k, v = got[:3]
-    return q, [{"k": k[i], "v": v[i]} for i in range(len(groups))], got[3] if norm else None
+        return q, [key_values(run, g * (sc.heads // sc.groups), K) for g in groups]
+    q = matmul(src, np.ascontiguousarray(sc.w_q[heads[0]:heads[-1] + 1], dtype=dt))
+    if sc.b_q is not None:
+        q += sc.b_q[heads[0]:heads[-1] + 1, None, :].astype(dt)
+    return q, group_kv(run, groups, run.plan_ids(heads[0]), sc.heads // sc.groups)
 
 
 def _stages(sc, which: str, index: slice, raw: np.ndarray, chain: str, compiled: bool) -> tuple[dict, np.ndarray]:
@@ -102,7 +90,7 @@ def _heads(run, heads: list[int], K) -> list[tuple[dict, bool]]:
     per = sc.heads // sc.groups
     groups = list(range(heads[0] // per, heads[-1] // per + 1))
     compiled = compiles(len(heads), n, sc.d_k, sc.d_v)
-    q, kv, gate = _projected(run, heads, groups, K, compiled)
+    q, kv = _projected(run, heads, groups, K, compiled)
     got_q, q_in = _stages(sc, "q", slice(heads[0], heads[-1] + 1), q, "query", compiled)
     got_q["q"] = q
     by_group = slice(groups[0], groups[-1] + 1)
@@ -116,7 +104,7 @@ def _heads(run, heads: list[int], K) -> list[tuple[dict, bool]]:
     # compiled (a layer of real size), the outputs now; every token's state and the implied weights,
     # far larger, when first read, head by head (tracer.Trace.rows)
     got = all_heads(*parts, sc.linear["rule"], states=not compiled, implicit=not compiled, compiled=compiled)
-    z = gated_z(run, slice(heads[0], heads[-1] + 1), got.o, run.plan_ids(heads[0]), compiled, gate)
+    z = gated_z(run, slice(heads[0], heads[-1] + 1), got.o, run.plan_ids(heads[0]), compiled)
     out = []
     for i, h in enumerate(heads):
         g = mine[i]

@@ -40,19 +40,16 @@ def staged(sc, which: str, index: int, a: np.ndarray, compiled: bool = False) ->
     return got
 
 
-def gated_z(run, h: int, o: np.ndarray, ids: dict, compiled: bool = False,
-            gate: np.ndarray | None = None) -> np.ndarray:
+def gated_z(run, h: int, o: np.ndarray, ids: dict, compiled: bool = False) -> np.ndarray:
     """z = RMSNorm(o)·g·act(source·W_Z) under a checkpoint's gated norm, else o; `h` a slice of heads
-    and `o` stacked (heads × n × d_v): those heads' at once. In the run's dtype, as the projections;
-    `gate`: source·W_Z when already made (with the other projections)."""
+    and `o` stacked (heads × n × d_v): those heads' at once. In the run's dtype, as the projections."""
     norm = run.scenario.linear.get("norm")
     if norm is None:
         return o.copy()
     dt = o.dtype
     source = run.held(run.step(ids["q"]).inputs[0])
     if compiled:
-        if gate is None:
-            gate = matmul(source, np.ascontiguousarray(norm["w_z"][h], dtype=dt))
+        gate = matmul(source, np.ascontiguousarray(norm["w_z"][h], dtype=dt))
         act = silu(gate) if norm["act"] == "silu" else sigmoid(gate)
         gain = np.ascontiguousarray(norm["gain"], dtype=np.float64)
         return _fused("norm_rows", o, gain, float(norm["eps"]), True) * act
