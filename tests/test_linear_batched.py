@@ -51,12 +51,12 @@ def layer():
                 alpha=rng.uniform(0.3, 1, size=(HEADS, N, D_K)), beta=rng.uniform(0, 2, size=(HEADS, N)))
 
 
-def scenario(a: dict, rule: str):
+def scenario(a: dict, rule: str, **more):
     section = dict(rule=rule, decay=a["alpha"] if rule == "kda" else a["alpha"][..., 0], l2=True, conv=a["conv"],
                    norm=dict(w_z=a["w_z"], gain=a["gain"], eps=1e-6, act="silu"))
     if rule != "decay":
         section["beta"] = a["beta"]
-    return tracer.from_arrays(a["x"], list(a["q"]), list(a["k"]), list(a["v"]), linear=section)
+    return tracer.from_arrays(a["x"], list(a["q"]), list(a["k"]), list(a["v"]), linear=section, **more)
 
 
 @pytest.mark.parametrize("rule", ["delta", "decay", "kda"])
@@ -107,3 +107,19 @@ def test_a_trace_that_keeps_every_head_computes_them_in_one_call(monkeypatch, la
         trace.rows(f"h{h}.state")
         assert trace.held(f"h{h}.state") is not None
     assert [c for c in seen if not c[1]] == calls and seen.count((1, True)) == HEADS
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
+def test_the_projections_biases_reach_every_head(monkeypatch, layer, compiled):
+    """q, k and v with biases (one product for every projection on the compiled path): each head's
+    raw projections are x·W + b, its group's for the keys and values."""
+    monkeypatch.setattr(compute, "compiles", lambda *sizes: compiled)
+    rng = np.random.default_rng(7)
+    b = dict(bq=rng.normal(size=(HEADS, D_K)), bk=rng.normal(size=(GROUPS, D_K)), bv=rng.normal(size=(GROUPS, D_V)))
+    trace = tracer.run(scenario(layer, "delta", **b), lazy=False)
+    x = layer["x"]
+    for h in range(HEADS):
+        g = h // (HEADS // GROUPS)
+        for sid, want in ((f"h{h}.q", x @ layer["q"][h] + b["bq"][h]), (f"kv{g}.k", x @ layer["k"][g] + b["bk"][g]),
+                          (f"kv{g}.v", x @ layer["v"][g] + b["bv"][g])):
+            np.testing.assert_allclose(trace.rows(sid), want, rtol=1e-12, atol=1e-12, err_msg=sid)
