@@ -137,3 +137,49 @@ def test_a_bad_layer_is_one_line_and_exit_2(checkpoint, capsys):
     assert main(["show", "--model", str(checkpoint[0]), "--text", TEXT, "--layer", "4"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("attnsim: error:") and "layer" in err and "\n" not in err
+
+
+def test_the_model_view_names_each_kind_and_shows_the_implicit_weights(checkpoint, capsys):
+    """`attnsim model`: the lightning layers keep a state of heads·d·d numbers; their matrices are
+    the implicit weights, found here by feeding one-hot values through the recurrence on the
+    trace's own SiLU'd q and k."""
+    from tracer.model_view.hybrid import layers
+    folder, _, cfg, t, ids = checkpoint
+    assert main(["model", str(folder), "--text", TEXT]) == 0
+    out = capsys.readouterr().out
+    assert "layer 0 · linear (decay) · heads 4 q / 4 kv · keeps a state of 256 numbers" in out, out
+    assert "layer 1 · global, rope · heads 4 q / 2 kv · keeps 32 numbers a token" in out
+    trace = tracer.run(tracer.from_model(str(folder), TEXT, 0))
+    seen = next(layers(t, cfg, ids))[1]
+    a = alphas(4, 0, 4)
+    for h in range(4):
+        q, k = trace[f"h{h}.q_act"], trace[f"h{h}.k_act"]
+        one_hot = np.stack([recurrence(q, k, np.eye(len(ids))[:, [s]], a[h])[:, 0] for s in range(len(ids))], axis=1)
+        np.testing.assert_allclose(seen.matrices[h], one_hot, rtol=1e-6, atol=1e-9)
+
+
+def test_a_model_in_memory_traces_as_its_folder(checkpoint):
+    folder = checkpoint[0]
+    model = tiny_minimax.build(folder.parent / "again")   # the same seed: the same weights
+    tokenizer = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
+    for layer in (0, 1, 2):
+        mine = tracer.run(tracer.from_transformers(model, tokenizer, TEXT, layer))
+        saved = tracer.run(tracer.from_model(str(folder), TEXT, layer))
+        assert [s.id for s in mine.steps] == [s.id for s in saved.steps]
+        np.testing.assert_allclose(mine["out"], saved["out"], rtol=1e-12, atol=1e-12)
+
+
+def test_a_heads_list_and_a_decode_are_refused_in_one_line(checkpoint):
+    with pytest.raises(ScenarioError, match="model.heads: expected every head of this layer"):
+        tracer.from_model(str(checkpoint[0]), TEXT, 0, heads=[1, 0])
+    r = np.random.default_rng(0).random
+    with pytest.raises(ScenarioError, match=r"decode: expected no \[decode\] beside \[linear\] act"):
+        tracer.from_arrays(r((5, 4)), list(r((2, 4, 3))), list(r((2, 4, 3))), list(r((2, 4, 2))), o=r((4, 4)),
+                           decode=2, linear=dict(rule="decay", decay=0.9, act="silu"))
+
+
+def test_every_head_in_another_order_keeps_each_head_s_share_of_the_norm(checkpoint):
+    whole = tracer.run(tracer.from_model(str(checkpoint[0]), TEXT, 0))
+    kept = tracer.run(tracer.from_model(str(checkpoint[0]), TEXT, 0, heads=[2, 0, 3, 1]))
+    for new, old in enumerate([2, 0, 3, 1]):
+        np.testing.assert_allclose(kept[f"h{new}.z"], whole[f"h{old}.z"], rtol=1e-12)

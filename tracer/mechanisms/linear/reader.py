@@ -42,6 +42,9 @@ def read(scenario, data: dict) -> dict:
     model = {key: section[key] for key in MODEL_KEYS if isinstance(section, dict) and key in section}
     got = read_linear({k: v for k, v in section.items() if k not in model} if model else section,
                       scenario.heads, scenario.n, scenario.d_k)
+    if model and scenario.decode is not None:   # decode.py carries the bare recurrence token by token
+        raise ScenarioError("decode", f"expected no [decode] beside [linear] {', '.join(model)} (a checkpoint's parts "
+                            "around the recurrence are traced over the whole text only)")
     act = model.get("act")
     if act not in (None, "silu"):
         raise ScenarioError("linear.act", "expected \"silu\" (SiLU on q, k and v as projected: MiniMax's lightning "
