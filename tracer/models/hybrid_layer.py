@@ -67,7 +67,9 @@ def traced(t, cfg: Hybrid, ids: list[int], pieces: list[str], layer: int, label:
                 name=f"{label}_layer{layer}",
                 title=f"{label}, layer {layer} ({kind}): {len(ids)} tokens, d_model {cfg.d_model}",
                 description=f"Layer {layer} of {cfg.layers} of {what}. x is the residual stream entering the layer, "
-                            f"computed by running the earlier layers of both kinds; this layer is {kind}.")
+                            f"computed by running the earlier layers of both kinds; this layer is {kind}."
+                            + (" MiniMax adds α·RMSNorm(x) + β·out to the stream, not x + out: the trace ends at out."
+                               if cfg.factors else ""))
 
 
 def _norm_in(gain, cfg: Hybrid) -> dict | None:
