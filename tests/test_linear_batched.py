@@ -118,9 +118,10 @@ def test_lightning_s_norm_over_every_head_in_a_lazy_trace(monkeypatch, layer, co
     monkeypatch.setattr(compute.memory, "EAGER_BYTES", 1)
     a, x = layer, layer["x"]
     gain = np.random.default_rng(5).uniform(0.5, 1.5, (HEADS, D_V))
+    norm = dict(w_z=a["w_z"], gain=gain, eps=1e-6, act="sigmoid", scope="all")
     trace = tracer.run(tracer.from_arrays(x, list(a["q"]), list(a["k"]), list(a["v"]), defaults=dict(scale="none"),
-                                          linear=dict(rule="decay", decay=a["alpha"][..., 0], act="silu", norm=dict(
-                                              w_z=a["w_z"], gain=gain, eps=1e-6, act="sigmoid", scope="all"))), lazy=True)
+                                          linear=dict(rule="decay", decay=a["alpha"][..., 0], act="silu", norm=norm)),
+                       lazy=True)
     o = []
     for h in range(HEADS):
         g = h // (HEADS // GROUPS)

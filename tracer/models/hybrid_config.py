@@ -1,7 +1,8 @@
 """The hybrid families' config.json (linear attention layers beside softmax ones), read into the
 numbers their blocks need: which layers are linear, the linear heads' sizes and rule, the softmax
-layers' kind, the experts, MiniMax's residual factors. Qwen3.5's multimodal checkpoints nest the text model's config under
-`text_config`; Kimi Linear's published configs put the linear sizes under `linear_attn_config`."""
+layers' kind, the experts, MiniMax's residual factors and its lightning layers' slopes. Qwen3.5's
+multimodal checkpoints nest the text model's config under `text_config`; Kimi Linear's published
+configs put the linear sizes under `linear_attn_config`."""
 from __future__ import annotations
 
 import math
@@ -25,8 +26,8 @@ class HybridFamily:
     projections: str          # the linear layer's inputs: "qkvz" (Qwen3-Next: fused per key head),
     #                           "qkv_z" (Qwen3.5: q|k|v then z), "separate" (OLMo-Hybrid, Kimi),
     #                           "lightning" (MiniMax: SiLU(h·W_QKV), q|k|v per head, no convolution)
-    rule: str = "delta"       # "delta" (Gated DeltaNet) or "kda" (a decay per key channel)
-    gate: str = "silu"        # the gated norm's activation on the gate: "silu" or "sigmoid" (Kimi)
+    rule: str = "delta"       # "delta" (Gated DeltaNet), "kda" (a decay per key channel), "decay" (MiniMax)
+    gate: str = "silu"        # the gated norm's activation on the gate: "silu" or "sigmoid" (Kimi, MiniMax)
     gate_eps: float | None = None   # the gated norm's eps; None: rms_norm_eps (OLMo-Hybrid's is 1e-5)
     gain_offset: float = 0.0  # added to stored norm gains (Qwen: zero-centred, 1 + w)
     mixer: str = "linear_attn"       # the linear layer's module name (Kimi: self_attn)

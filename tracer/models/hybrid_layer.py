@@ -4,8 +4,8 @@ earlier layers of both kinds (hybrid_block.stream); a linear layer becomes `[lin
 checkpoint's decay and β for these tokens, its convolution and its gated norm (the engine's
 mechanisms/linear); a softmax layer the house's layer with QK-norm, partial rotary and the output
 gate (mechanisms/output_gate); a MiniMax lightning layer `[linear]` under the decay rule with SiLU
-on q, k, v and one norm over every head's output. Value head h of a linear layer reads key head h·key_heads // heads,
-as transformers repeats them, so its q and k are given once per value head."""
+on q, k, v and one norm over every head's output. Value head h of a linear layer reads key head
+h·key_heads // heads, as transformers repeats them, so its q and k are given once per value head."""
 from __future__ import annotations
 
 import numpy as np
@@ -68,8 +68,8 @@ def traced(t, cfg: Hybrid, ids: list[int], pieces: list[str], layer: int, label:
                 title=f"{label}, layer {layer} ({kind}): {len(ids)} tokens, d_model {cfg.d_model}",
                 description=f"Layer {layer} of {cfg.layers} of {what}. x is the residual stream entering the layer, "
                             f"computed by running the earlier layers of both kinds; this layer is {kind}."
-                            + (" MiniMax adds α·RMSNorm(x) + β·out to the stream, not x + out: the trace ends at out."
-                               if cfg.factors else ""))
+                            + (" MiniMax adds α·RMSNorm(x) + β·out to the stream, not x + out: the trace ends "
+                               "at out." if cfg.factors else ""))
 
 
 def _norm_in(gain, cfg: Hybrid) -> dict | None:

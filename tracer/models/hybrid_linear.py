@@ -38,8 +38,9 @@ LIGHTNING_EPS = 1e-6   # MiniMax's norm over all heads keeps its module's defaul
 def decay(h: np.ndarray, w: dict, cfg: Hybrid) -> np.ndarray:
     """α, heads × n × 1 (a decay per token: Gated DeltaNet; MiniMax's constant exp(−slope) per head)
     or × d_k (per key channel: KDA, whose A_log is one per head, its dt_bias one per channel)."""
-    if "slope" in w:
-        return np.ascontiguousarray(np.broadcast_to(np.exp(-w["slope"])[:, None, None], (len(w["slope"]), h.shape[0], 1)))
+    if "slope" in w:   # MiniMax: the same α_h on every token
+        alpha = np.exp(-w["slope"])[:, None, None]
+        return np.ascontiguousarray(np.broadcast_to(alpha, (len(alpha), h.shape[0], 1)))
     a = h @ w["a"] if w["a_down"] is None else (h @ w["a_down"]) @ w["a"]
     if cfg.family.rule != "kda":
         return np.ascontiguousarray(gated_decay(a, w["a_log"], w["dt_bias"]).T[:, :, None])

@@ -79,14 +79,15 @@ def _norm(norm, sc) -> dict | None:
     if norm is None:
         return None
     keys = {"w_z", "gain", "eps", "act"}
-    if not isinstance(norm, dict) or not keys <= set(norm) <= keys | {"scope"} or norm["act"] not in ("silu", "sigmoid") \
-            or norm.get("scope", "head") not in ("head", "all"):
+    if not isinstance(norm, dict) or not keys <= set(norm) <= keys | {"scope"} \
+            or norm["act"] not in ("silu", "sigmoid") or norm.get("scope", "head") not in ("head", "all"):
         raise ScenarioError("linear.norm", "expected a table of w_z, gain, eps, act (silu or sigmoid) and an optional "
                             "scope (head or all): a checkpoint's gated norm")
     scope = norm.get("scope", "head")
     gain = (sc.heads, sc.d_v) if scope == "all" else (sc.d_v,)
     return dict(w_z=_array(norm["w_z"], "linear.norm.w_z", (sc.heads, sc.d_model, sc.d_v)),
-                gain=_array(norm["gain"], "linear.norm.gain", gain), eps=float(norm["eps"]), act=norm["act"], scope=scope)
+                gain=_array(norm["gain"], "linear.norm.gain", gain), eps=float(norm["eps"]), act=norm["act"],
+                scope=scope)
 
 
 def _refuse_beside(scenario, data: dict) -> None:

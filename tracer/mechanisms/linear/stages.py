@@ -1,10 +1,11 @@
 """What a checkpoint's linear layer puts around the recurrence, as stages of the queries, keys and
 values and as its head output: SiLU of the projection (`h{h}.q_act`, `h{h}.k_act`, `h{h}.v_act`,
-where `[linear] act = "silu"`: MiniMax's lightning layers), the short causal convolution with its SiLU (`h{h}.q_conv`,
-`h{h}.k_conv`, `h{h}.v_conv`, where `[linear] conv` gives kernels), the L2 norm of q and k
-(`h{h}.q_unit`, `h{h}.k_unit`, where `l2 = true`: each row ÷ √(Σx² + 1e-6), its length, not the root mean
-square of mechanisms/l2_norm), and z as the gated RMS norm RMSNorm(o)·act(x·W_Z)·g (where `[linear]
-norm` gives W_Z, the gain, eps and the activation; scope "all": the RMS of every head's o at the token). The formulas are gates.py's and formula.py's."""
+where `[linear] act = "silu"`: MiniMax's lightning layers), the short causal convolution with its
+SiLU (`h{h}.q_conv`, `h{h}.k_conv`, `h{h}.v_conv`, where `[linear] conv` gives kernels), the L2 norm
+of q and k (`h{h}.q_unit`, `h{h}.k_unit`, where `l2 = true`: each row ÷ √(Σx² + 1e-6), its length,
+not the root mean square of mechanisms/l2_norm), and z as the gated RMS norm RMSNorm(o)·act(x·W_Z)·g
+(where `[linear] norm` gives W_Z, the gain, eps and the activation; scope "all": the RMS of every
+head's o at the token together, MiniMax's). The formulas are gates.py's and formula.py's."""
 from __future__ import annotations
 
 import numpy as np
@@ -117,8 +118,8 @@ def _act_explain(cell) -> str:
     return f"= SiLU({cell.f(u)}) = {cell.f(u)} × σ({cell.f(u)}) = {cell.f(cell.value)}".replace("-", "−")
 
 
-_ACT_WHY = ("MiniMax's lightning layer passes q, k and v through SiLU as projected: they are nearly all positive, so "
-            "with no softmax to keep weights positive, what a query reads is a sum of mostly positive products.")
+_ACT_WHY = ("MiniMax's lightning layer passes q, k and v through SiLU as projected, before the state: SiLU keeps a "
+            "positive feature nearly as it is and squashes a negative one to at most 0.28 below zero.")
 for _which in "qkv":
     _stage(_which, f"{_which}_act", {"q": "Queries", "k": "Keys", "v": "Values"}[_which] + ", SiLU", _ACT_WHY,
            f"SiLU({_which.upper()}) = {_which.upper()}·σ({_which.upper()}), per feature", _act_explain,
@@ -169,5 +170,5 @@ def _z_all_explain(cell, o: float, u: float, act: float, name: str) -> str:
     g = norm["gain"][cell.step.head][cell.j]
     f = cell.f
     return (f"= o ÷ RMS(every head's o)·g·{name}(x·W_Z) = {f(o)} ÷ {f(rms)} × {f(g)} × {name}({f(u)}) = "
-            f"{f(o)} ÷ {f(rms)} × {f(g)} × {f(act)} = {f(cell.value)}   (one norm over the {len(every)} outputs of all "
-            f"{heads} heads at {cell.token(cell.at)}, the gate from the token's own x)").replace("-", "−")
+            f"{f(o)} ÷ {f(rms)} × {f(g)} × {f(act)} = {f(cell.value)}   (one norm over the {len(every)} outputs "
+            f"of all {heads} heads at {cell.token(cell.at)}, the gate from the token's own x)").replace("-", "−")
