@@ -183,3 +183,14 @@ def test_every_head_in_another_order_keeps_each_head_s_share_of_the_norm(checkpo
     kept = tracer.run(tracer.from_model(str(checkpoint[0]), TEXT, 0, heads=[2, 0, 3, 1]))
     for new, old in enumerate([2, 0, 3, 1]):
         np.testing.assert_allclose(kept[f"h{new}.z"], whole[f"h{old}.z"], rtol=1e-12)
+
+
+def test_a_sliding_window_is_refused_by_the_cli_in_one_line(checkpoint, tmp_path, capsys):
+    import shutil
+    folder = shutil.copytree(checkpoint[0], tmp_path / "sliding")
+    data = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(dict(data, sliding_window=4)))
+    assert main(["show", "--model", str(folder), "--text", TEXT, "--layer", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "attnsim: error: sliding_window: expected null: attnsim traces MiniMax's softmax layers over every " \
+                  "earlier token", err
