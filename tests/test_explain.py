@@ -173,6 +173,11 @@ def with_mechanisms() -> list:
                     rule="delta", decay=0.5 + rng.random((2, 5)) / 2, beta=2 * rng.random((2, 5)), l2=True,
                     conv=dict(q=r(2, 3, 3), k=r(1, 3, 3), v=r(1, 2, 3)),
                     norm=dict(w_z=r(2, 4, 2), gain=r(2), eps=1e-6, act="silu"))), {}),
+            ("MiniMax's lightning layer: SiLU'd q, k, v, one norm over all heads, columns", tracer.from_arrays(
+                r(5, 4), list(r(2, 4, 3)), list(r(2, 4, 3)), list(r(2, 4, 2)), o=r(4, 4), defaults=dict(scale="none"),
+                linear=dict(rule="decay", decay=[[0.9] * 5, [0.6] * 5], act="silu",
+                            norm=dict(w_z=r(2, 4, 2), gain=r(2, 2), eps=1e-6, act="sigmoid", scope="all"))),
+             dict(layout="columns")),
             ("output gate with a bias, two heads, residual", tracer.from_arrays(
                 r(3, 4), list(r(2, 4, 2)), list(r(2, 4, 2)), list(r(2, 4, 2)), o=r(4, 4), gate=list(r(2, 4, 2)),
                 b_gate=list(r(2, 2)), mask="causal", residual=dict(norm="none")), {}),

@@ -123,3 +123,28 @@ def test_the_projections_biases_reach_every_head(monkeypatch, layer, compiled):
         for sid, want in ((f"h{h}.q", x @ layer["q"][h] + b["bq"][h]), (f"kv{g}.k", x @ layer["k"][g] + b["bk"][g]),
                           (f"kv{g}.v", x @ layer["v"][g] + b["bv"][g])):
             np.testing.assert_allclose(trace.rows(sid), want, rtol=1e-12, atol=1e-12, err_msg=sid)
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
+def test_lightning_s_norm_over_every_head_in_a_lazy_trace(monkeypatch, layer, compiled):
+    """MiniMax's lightning layer (SiLU on q, k, v; the decay rule; q not scaled; one RMS norm over
+    every head's o at a token, each head its share of the gain): a lazy trace whose heads would be
+    computed one at a time computes them together, since each head's z needs all of them."""
+    monkeypatch.setattr(compute, "compiles", lambda *sizes: compiled)
+    monkeypatch.setattr(compute.memory, "EAGER_BYTES", 1)
+    a, x = layer, layer["x"]
+    gain = np.random.default_rng(5).uniform(0.5, 1.5, (HEADS, D_V))
+    norm = dict(w_z=a["w_z"], gain=gain, eps=1e-6, act="sigmoid", scope="all")
+    trace = tracer.run(tracer.from_arrays(x, list(a["q"]), list(a["k"]), list(a["v"]), defaults=dict(scale="none"),
+                                          linear=dict(rule="decay", decay=a["alpha"][..., 0], act="silu", norm=norm)),
+                       lazy=True)
+    o = []
+    for h in range(HEADS):
+        g = h // (HEADS // GROUPS)
+        q, k, v = silu(x @ a["q"][h]), silu(x @ a["k"][g]), silu(x @ a["v"][g])
+        o.append(recurrence(q, k, v, a["alpha"][h, :, :1], None, "decay")[1])
+    rms = np.sqrt(np.mean([(oh * oh).mean(axis=1) for oh in o], axis=0) + 1e-6)[:, None]
+    for h in reversed(range(HEADS)):   # the last head first: it must not be computed alone
+        z = o[h] / rms * gain[h] / (1 + np.exp(-(x @ a["w_z"][h])))
+        np.testing.assert_allclose(trace.rows(f"h{h}.o"), o[h], rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(trace.rows(f"h{h}.z"), z, rtol=1e-9, atol=1e-12)

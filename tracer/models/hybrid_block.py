@@ -2,7 +2,8 @@
 each layer as the model computes it through the earlier layers of both kinds (linear and softmax),
 their norms (pre-norms, or OLMo-Hybrid's norms after its softmax layers) and MLPs (gated, or a
 mixture of experts with shared experts: Qwen3-Next's softmax router with a sigmoid gate on the
-shared expert, Kimi's sigmoid router over groups with a correction bias)."""
+shared expert, Kimi's sigmoid router over groups with a correction bias; MiniMax's without one),
+and MiniMax's residual, which adds to the NORMED stream: α·RMSNorm(x) + β·mixer."""
 from __future__ import annotations
 
 import numpy as np
@@ -60,9 +61,22 @@ def run_block(x: np.ndarray, t, cfg: Hybrid, i: int, **keep) -> tuple[np.ndarray
     """(the stream after block i, the mixer's steps): x + mixer, then + MLP, each between the
     norms the family puts around it."""
     nrm = tensors.norms(t, cfg, i)
+    if cfg.factors:
+        return _scaled_block(x, t, cfg, i, nrm, **keep)
     parts = mixer(_normed(x, nrm["before"], cfg), t, cfg, i, **keep)
     x = x + _normed(parts["out"], nrm["after"], cfg)
     return x + _normed(mlp(_normed(x, nrm["mlp_before"], cfg), t, cfg, i), nrm["mlp_after"], cfg), parts
+
+
+def _scaled_block(x: np.ndarray, t, cfg: Hybrid, i: int, nrm: dict, **keep) -> tuple[np.ndarray, dict]:
+    """MiniMax's block: h = RMSNorm(x), x' = α·h + β·mixer(h); h' = RMSNorm(x'), out = α'·h' + β'·MLP(h')
+    (the factors of the layer's kind, then the MLP's)."""
+    f, kind = cfg.factors, "linear_attn" if cfg.linear[i] else "full_attn"
+    h = rms_norm(x, nrm["before"], cfg.eps)
+    parts = mixer(h, t, cfg, i, **keep)
+    x = f[kind + "_alpha_factor"] * h + f[kind + "_beta_factor"] * parts["out"]
+    h = rms_norm(x, nrm["mlp_before"], cfg.eps)
+    return f["mlp_alpha_factor"] * h + f["mlp_beta_factor"] * mlp(h, t, cfg, i), parts
 
 
 def stream(t, cfg: Hybrid, ids: list[int], layer: int) -> np.ndarray:

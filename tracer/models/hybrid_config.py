@@ -1,11 +1,15 @@
 """The hybrid families' config.json (linear attention layers beside softmax ones), read into the
 numbers their blocks need: which layers are linear, the linear heads' sizes and rule, the softmax
-layers' kind, the experts. Qwen3.5's multimodal checkpoints nest the text model's config under
-`text_config`; Kimi Linear's published configs put the linear sizes under `linear_attn_config`."""
+layers' kind, the experts, MiniMax's residual factors and its lightning layers' slopes. Qwen3.5's
+multimodal checkpoints nest the text model's config under `text_config`; Kimi Linear's published
+configs put the linear sizes under `linear_attn_config`."""
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from ..checks import kind
 from ..errors import ScenarioError
@@ -17,15 +21,18 @@ from ..mechanisms.rotary.checkpoint import rope_spec
 class HybridFamily:
     """What sets a hybrid family apart; the block code reads these, never the model_type."""
     attention: str            # the softmax layers: "gated" (Qwen: output gate, QK-norm per head,
-    #                           partial rotary), "olmo" (QK-norm over the width, norms after), "latent" (Kimi)
+    #                           partial rotary), "olmo" (QK-norm over the width, norms after), "latent" (Kimi),
+    #                           "plain" (MiniMax: q, k, v, o and rotary positions, nothing else)
     projections: str          # the linear layer's inputs: "qkvz" (Qwen3-Next: fused per key head),
-    #                           "qkv_z" (Qwen3.5: q|k|v then z), "separate" (OLMo-Hybrid, Kimi)
-    rule: str = "delta"       # "delta" (Gated DeltaNet) or "kda" (a decay per key channel)
-    gate: str = "silu"        # the gated norm's activation on the gate: "silu" or "sigmoid" (Kimi)
+    #                           "qkv_z" (Qwen3.5: q|k|v then z), "separate" (OLMo-Hybrid, Kimi),
+    #                           "lightning" (MiniMax: SiLU(h·W_QKV), q|k|v per head, no convolution)
+    rule: str = "delta"       # "delta" (Gated DeltaNet), "kda" (a decay per key channel), "decay" (MiniMax)
+    gate: str = "silu"        # the gated norm's activation on the gate: "silu" or "sigmoid" (Kimi, MiniMax)
     gate_eps: float | None = None   # the gated norm's eps; None: rms_norm_eps (OLMo-Hybrid's is 1e-5)
     gain_offset: float = 0.0  # added to stored norm gains (Qwen: zero-centred, 1 + w)
     mixer: str = "linear_attn"       # the linear layer's module name (Kimi: self_attn)
-    experts: str | None = None       # "qwen3_next" (softmax router, shared expert) or "kimi" (sigmoid, groups)
+    experts: str | None = None       # "qwen3_next" (softmax router, shared expert), "kimi" (sigmoid, groups)
+    #                                  or "minimax" (softmax router, no shared expert, every layer)
 
 
 HYBRIDS = {
@@ -33,7 +40,10 @@ HYBRIDS = {
     "qwen3_5_text": HybridFamily("gated", "qkv_z", gain_offset=1.0),
     "olmo_hybrid": HybridFamily("olmo", "separate", gate_eps=1e-5),
     "kimi_linear": HybridFamily("latent", "separate", rule="kda", gate="sigmoid", mixer="self_attn", experts="kimi"),
+    "minimax": HybridFamily("plain", "lightning", rule="decay", gate="sigmoid", mixer="self_attn", experts="minimax"),
 }
+FACTORS = ("linear_attn_alpha_factor", "linear_attn_beta_factor", "full_attn_alpha_factor", "full_attn_beta_factor",
+           "mlp_alpha_factor", "mlp_beta_factor")
 NESTED = {"qwen3_5": "text_config"}   # multimodal checkpoints whose text model is a hybrid
 
 
@@ -59,6 +69,7 @@ class Hybrid:
     sparse: tuple = ()        # True where layer i's MLP is a mixture of experts
     moe: dict | None = None   # experts, top_k, inner, shared inner, routing switches
     mla: dict = field(default_factory=dict)   # Kimi's latent attention: kv_rank, q_rank, nope, rope, v
+    factors: dict = field(default_factory=dict)   # MiniMax's residual: FACTORS by name (empty: x + mixer, x + MLP)
 
     def footprint(self) -> Footprint:
         """A linear layer's state against a softmax layer's cache (Kimi's: the latent and k_pe)."""
@@ -91,7 +102,15 @@ def hybrid_of(data: dict) -> Hybrid:
     return Hybrid(model_type, fam, d_model, layers, _eps(flat), linear, heads, kv_heads, head_dim,
                   _rope(flat, fam, head_dim), k_heads, v_heads, d_k, d_v, _whole(flat, "linear_conv_kernel_dim", 4),
                   beta_max, _whole(flat, "intermediate_size"), sparse, moe,
-                  _latent(flat) if fam.attention == "latent" else {})
+                  _latent(flat) if fam.attention == "latent" else {}, _factors(flat) if model_type == "minimax" else {})
+
+
+def lightning_slopes(cfg: Hybrid, layer: int) -> np.ndarray:
+    """MiniMax's slope of each head (transformers' get_slope_rate): ALiBi's geometric slopes 2^(−8(h+1)/H),
+    shrunk linearly with depth, so later layers forget more slowly."""
+    H = cfg.v_heads
+    depth = 1 - layer / (cfg.layers - 1 + 1e-5) + 1e-5
+    return (1 / 2 ** (8 / H)) ** np.arange(1, H + 1) * depth
 
 
 def _whole(data: dict, key: str, default: int | None = None, low: int = 1) -> int:
@@ -133,6 +152,9 @@ def _linear_sizes(data: dict, model_type: str, d_model: int, heads: int) -> tupl
     if model_type == "kimi_linear":
         h, d = _whole(data, "linear_num_heads", 32), _whole(data, "linear_head_dim", 128)
         return h, h, d, d
+    if model_type == "minimax":   # the lightning layers' heads are the softmax layers' query heads
+        d = _whole(data, "head_dim", d_model // heads)
+        return heads, heads, d, d
     k_heads = _whole(data, "linear_num_key_heads", heads if model_type == "olmo_hybrid" else 16)
     v_heads = _whole(data, "linear_num_value_heads", heads if model_type == "olmo_hybrid" else 32)
     d_k = _whole(data, "linear_key_head_dim", int(0.75 * d_model / k_heads) if model_type == "olmo_hybrid" else 128)
@@ -149,6 +171,8 @@ def _layer_kinds(data: dict, model_type: str, layers: int) -> tuple:
         every = _whole(data, "full_attention_interval", 4)
         if model_type == "kimi_linear":
             types = ["full_attention" if i and i % 4 == 0 else "linear_attention" for i in range(layers)]
+        elif model_type == "minimax":   # transformers' default: softmax at even layers
+            types = ["full_attention" if i % 2 == 0 else "linear_attention" for i in range(layers)]
         else:
             types = ["full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(layers)]
             if model_type == "olmo_hybrid" and "full_attention" not in types:
@@ -179,9 +203,13 @@ def _experts(data: dict, fam: HybridFamily, layers: int) -> tuple[dict | None, t
         return None, (False,) * layers
     count = _whole(data, "num_experts" if "num_experts" in data else "num_local_experts")
     top = "num_experts_per_tok" if "num_experts_per_tok" in data else "num_experts_per_token"
-    moe = dict(experts=count, top_k=_whole(data, top), inner=_whole(data, "moe_intermediate_size"))
+    inner = "intermediate_size" if fam.experts == "minimax" else "moe_intermediate_size"
+    moe = dict(experts=count, top_k=_whole(data, top), inner=_whole(data, inner))
     if moe["top_k"] > count:
         raise ScenarioError(top, f"expected at most the {count} experts, got {moe['top_k']}")
+    if fam.experts == "minimax":   # Mixtral's: softmax, top k, renormalised; in every layer
+        moe.update(shared=0, scoring="softmax", method="greedy", norm_topk_prob=True, routed_scaling_factor=1.0)
+        return moe, (True,) * layers
     if fam.experts == "qwen3_next":
         step, dense = _whole(data, "decoder_sparse_step", 1), data.get("mlp_only_layers") or []
         moe.update(shared=_whole(data, "shared_expert_intermediate_size", 0, low=0), scoring="softmax",
@@ -207,3 +235,17 @@ def _latent(data: dict) -> dict:
     return dict(kv_rank=_whole(data, "kv_lora_rank"), q_rank=None if q_rank is None else _whole(data, "q_lora_rank"),
                 nope=_whole(data, "qk_nope_head_dim"), rope=_whole(data, "qk_rope_head_dim"),
                 v=_whole(data, "v_head_dim"))
+
+
+def _factors(data: dict) -> dict:
+    """MiniMax's residual factors (each 1 unless config.json says): a block adds α·RMSNorm(x) + β·mixer."""
+    out = {}
+    for key in FACTORS:
+        value = data.get(key, 1)
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+            raise ScenarioError(key, f"expected a finite number, got {kind(value)}")
+        out[key] = float(value)
+    if data.get("sliding_window") is not None:
+        raise ScenarioError("sliding_window", "expected null: attnsim traces MiniMax's softmax layers over every "
+                            "earlier token")
+    return out

@@ -1,10 +1,11 @@
-"""One layer of a hybrid checkpoint (Qwen3-Next, Qwen3.5, OLMo-Hybrid, Kimi Linear; CONTRACT §16) as
+"""One layer of a hybrid checkpoint (Qwen3-Next, Qwen3.5, OLMo-Hybrid, Kimi Linear, MiniMax; CONTRACT §16) as
 the keyword arguments of `tracer.from_arrays`: x is the residual stream entering it, through the
 earlier layers of both kinds (hybrid_block.stream); a linear layer becomes `[linear]` with the
 checkpoint's decay and β for these tokens, its convolution and its gated norm (the engine's
 mechanisms/linear); a softmax layer the house's layer with QK-norm, partial rotary and the output
-gate (mechanisms/output_gate). Value head h of a linear layer reads key head h·key_heads // heads,
-as transformers repeats them, so its q and k are given once per value head."""
+gate (mechanisms/output_gate); a MiniMax lightning layer `[linear]` under the decay rule with SiLU
+on q, k, v and one norm over every head's output. Value head h of a linear layer reads key head
+h·key_heads // heads, as transformers repeats them, so its q and k are given once per value head."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,7 +15,7 @@ from ..mechanisms.linear.gates import rms_norm, sigmoid
 from . import hybrid_block, hybrid_tensors
 from .hybrid_attention import LATENT_EPS
 from .hybrid_config import HYBRIDS, NESTED, Hybrid, hybrid_of
-from .hybrid_linear import decay
+from .hybrid_linear import LIGHTNING_EPS, decay
 from .tokens import encode
 from .weights import Tensors
 
@@ -60,11 +61,15 @@ def traced(t, cfg: Hybrid, ids: list[int], pieces: list[str], layer: int, label:
     arrays = _linear(t, cfg, layer, x, norms) if cfg.linear[layer] else \
         _latent(t, cfg, layer, norms, len(ids)) if cfg.family.attention == "latent" else _softmax(t, cfg, layer, norms)
     kind = kinds(cfg)[layer]
-    return dict(x=x, tokens=pieces, residual=dict(norm="none"), mask="causal", layout="rows", **arrays,
+    # MiniMax's residual adds α·RMSNorm(x) + β·mixer, not x + mixer: the trace stops at the mixer's output
+    residual = None if cfg.factors else dict(norm="none")
+    return dict(x=x, tokens=pieces, residual=residual, mask="causal", layout="rows", **arrays,
                 name=f"{label}_layer{layer}",
                 title=f"{label}, layer {layer} ({kind}): {len(ids)} tokens, d_model {cfg.d_model}",
                 description=f"Layer {layer} of {cfg.layers} of {what}. x is the residual stream entering the layer, "
-                            f"computed by running the earlier layers of both kinds; this layer is {kind}.")
+                            f"computed by running the earlier layers of both kinds; this layer is {kind}."
+                            + (" MiniMax adds α·RMSNorm(x) + β·out to the stream, not x + out: the trace ends "
+                               "at out." if cfg.factors else ""))
 
 
 def _norm_in(gain, cfg: Hybrid) -> dict | None:
@@ -75,6 +80,8 @@ def _linear(t, cfg: Hybrid, i: int, x: np.ndarray, norms: dict) -> dict:
     """A linear layer: per value head h its key head g's q and k columns, its own v columns; the
     conv's kernels likewise; α and β as the checkpoint computes them on these tokens."""
     w = hybrid_tensors.linear_mixer(t, cfg, i)
+    if cfg.family.projections == "lightning":
+        return _lightning(w, cfg, x, norms)
     H, dk, dv, kd = cfg.v_heads, cfg.d_k, cfg.d_v, cfg.k_heads * cfg.d_k
     g = [h * cfg.k_heads // H for h in range(H)]
     q_cols = [slice(g[h] * dk, (g[h] + 1) * dk) for h in range(H)]
@@ -94,6 +101,20 @@ def _linear(t, cfg: Hybrid, i: int, x: np.ndarray, norms: dict) -> dict:
                               v=stack(conv, v_cols).transpose(0, 2, 1)),
                     norm=dict(w_z=stack(z, [slice(h * dv, (h + 1) * dv) for h in range(H)]), gain=w["norm"], act=cfg.family.gate,
                               eps=cfg.eps if cfg.family.gate_eps is None else cfg.family.gate_eps)))
+
+
+def _lightning(w: dict, cfg: Hybrid, x: np.ndarray, norms: dict) -> dict:
+    """MiniMax's lightning layer: q, k, v per head (SiLU'd by `act`), α_h = exp(−slope_h) on every
+    token, no β, no L2 norm, q not scaled; z one RMS norm over all heads' o, each head its share of
+    the gain and of σ(x·W_Z)."""
+    H, d = cfg.v_heads, cfg.d_k
+    per = lambda m, at: [m[:, at + h * d: at + (h + 1) * d] for h in range(H)]   # noqa: E731
+    return dict(q=per(w["qkv"], 0), k=per(w["qkv"], H * d), v=per(w["qkv"], 2 * H * d), o=w["out"],
+                norm_in=_norm_in(norms["before"], cfg), defaults=dict(scale="none"),
+                linear=dict(rule="decay", decay=decay(x, w, cfg)[..., 0],
+                            l2=False, act="silu",
+                            norm=dict(w_z=np.stack(per(w["z"], 0)), gain=w["norm"].reshape(H, d), scope="all",
+                                      act="sigmoid", eps=LIGHTNING_EPS)))
 
 
 def _latent(t, cfg: Hybrid, i: int, norms: dict, n: int) -> dict:
@@ -123,11 +144,11 @@ def _softmax(t, cfg: Hybrid, i: int, norms: dict) -> dict:
                                                         if m.ndim == 2 else m.reshape(count, d))
     out = dict(q=split(w["q"], H), k=split(w["k"], G), v=split(w["v"], G), o=w["o"], bq=split(w["bq"], H),
                bk=split(w["bk"], G), bv=split(w["bv"], G), bo=w["bo"], norm_in=_norm_in(norms["before"], cfg),
-               qk_norm_eps=cfg.eps, rope=cfg.rope)
+               qk_norm_eps=None if cfg.family.attention == "plain" else cfg.eps, rope=cfg.rope)
     if cfg.family.attention == "gated":
         out.update(q_norm=[w["q_norm"]] * H, k_norm=[w["k_norm"]] * G, gate=split(w["gate"], H),
                    b_gate=split(w.get("bgate"), H))
-    else:   # OLMo-Hybrid: over the whole width, and its norm after the layer
+    elif cfg.family.attention == "olmo":   # over the whole width, and its norm after the layer (MiniMax: neither)
         out.update(q_norm=list(w["q_norm"].reshape(H, d)), k_norm=list(w["k_norm"].reshape(G, d)),
                    qk_norm_scope="all", out_norm=dict(gain=norms["after"], eps=cfg.eps))
     return {key: value for key, value in out.items() if value is not None}

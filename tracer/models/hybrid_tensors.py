@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ScenarioError
-from .hybrid_config import Hybrid
+from .hybrid_config import Hybrid, lightning_slopes
 
 # the module name transformers uses, then the names published checkpoints save under
 ALIASES = {"input_layernorm": ("attention_layer_norm",), "post_attention_layernorm": ("feedforward_layer_norm",),
@@ -77,6 +77,8 @@ def linear_mixer(t, cfg: Hybrid, i: int) -> dict:
     q head, every k head, every v head), z and its optional down-projection z_down (the gated
     norm's gate), b (β's logits), a and a_down (the decay's input), a_log and dt_bias, conv, norm, out."""
     a = block(t, i) + cfg.family.mixer + "."
+    if cfg.family.projections == "lightning":
+        return dict(_lightning(t, a, cfg), slope=lightning_slopes(cfg, i))
     kd, vd = cfg.k_heads * cfg.d_k, cfg.v_heads * cfg.d_v
     w = dict(conv=conv(t, a, 2 * kd + vd, cfg.conv), out=weight(t, a, "out_proj", "o_proj"),
              norm=t[first(t, a, "norm.weight", "o_norm.weight")], z_down=None, a_down=None)
@@ -107,6 +109,20 @@ def linear_mixer(t, cfg: Hybrid, i: int) -> dict:
     return w
 
 
+def _lightning(t, a: str, cfg: Hybrid) -> dict:
+    """MiniMax's lightning layer: qkv_proj's rows are, per head, [q_h, k_h, v_h] (put here in the
+    layout of every family: every q head, every k head, every v head); z is output_gate (σ's gate on
+    the normed output of all heads), norm its gain over heads·d_v; no convolution, no decay tensors."""
+    H, d = cfg.v_heads, cfg.d_k
+    qkv = weight(t, a, "qkv_proj")
+    if qkv.shape != (cfg.d_model, 3 * H * d):
+        raise ScenarioError(a + "qkv_proj.weight", f"projects to {qkv.shape[1]} features; expected {3 * H * d}",
+                            str(t.folder))
+    qkv = qkv.reshape(cfg.d_model, H, 3, d).transpose(0, 2, 1, 3).reshape(cfg.d_model, -1)
+    return dict(qkv=qkv, z=weight(t, a, "output_gate"), out=weight(t, a, "out_proj"),
+                norm=_shaped(t, a + "norm.weight", (H * d,)), conv=None, z_down=None, a_down=None)
+
+
 def _qwen3_next(t, a: str, cfg: Hybrid) -> dict:
     """Qwen3-Next's fused projections, grouped by key head g: in_proj_qkvz's rows are [q_g, k_g, the
     group's values, the group's z], in_proj_ba's [the group's b, the group's a]."""
@@ -128,6 +144,8 @@ def attention(t, cfg: Hybrid, i: int) -> dict:
         return _latent(t, a, cfg)
     w = {x: weight(t, a, x + "_proj") for x in "qkvo"}
     w.update({"b" + x: t[a + x + "_proj.bias"] if a + x + "_proj.bias" in t else None for x in "qkvo"})
+    if cfg.family.attention == "plain":   # MiniMax: no QK-norm
+        return w
     w["q_norm"], w["k_norm"] = (gain(t, a, x + "_norm", cfg) for x in "qk")
     if cfg.family.attention == "gated":
         q = w["q"].reshape(cfg.d_model, cfg.heads, 2, cfg.head_dim)

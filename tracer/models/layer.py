@@ -220,7 +220,11 @@ def linear_heads(linear: dict, heads: list[int]) -> dict:
     if linear.get("conv") is not None:
         out["conv"] = {key: pick(a) for key, a in linear["conv"].items()}
     if linear.get("norm") is not None:
-        out["norm"] = dict(linear["norm"], w_z=pick(linear["norm"]["w_z"]))
+        if linear["norm"].get("scope") == "all" and sorted(heads) != list(range(len(linear["decay"]))):
+            raise ScenarioError("model.heads", f"expected every head of this layer (0 to {len(linear['decay']) - 1}): "
+                                "its norm is one over all heads' outputs together (MiniMax's lightning layers)")
+        norm = linear["norm"]
+        out["norm"] = dict(norm, w_z=pick(norm["w_z"]), **({"gain": pick(norm["gain"])} if norm.get("scope") == "all" else {}))
     return {key: value for key, value in out.items() if value is not None}
 
 

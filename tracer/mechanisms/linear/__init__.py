@@ -37,10 +37,12 @@ def _arrays(sc) -> dict:
 
 
 def _dims(sc) -> tuple:
-    """(rule, l2, the convolution's width or 0, a gated norm): what a plan depends on."""
+    """(rule, l2, the convolution's width or 0, the gated norm's scope or None, SiLU on q, k, v):
+    what a plan depends on."""
     lin = sc.linear
-    conv = lin.get("conv")
-    return lin["rule"], lin["l2"], 0 if conv is None else conv["q"].shape[-1], lin.get("norm") is not None
+    conv, norm = lin.get("conv"), lin.get("norm")
+    return (lin["rule"], lin["l2"], 0 if conv is None else conv["q"].shape[-1], None if norm is None else norm["scope"],
+            lin.get("act") is not None)
 
 
 def _describe(sc) -> dict:

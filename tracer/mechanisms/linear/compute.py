@@ -58,7 +58,9 @@ def head(run, h: int, K) -> tuple[dict, bool]:
         held.clear()
         sc = run.scenario
         small = sc.heads * sc.n * (sc.d_k + sc.d_v) * 8 * run.dtype.itemsize <= memory.EAGER_BYTES
-        heads = list(range(sc.heads)) if not run.lazy or (small and compiles(sc.heads, sc.n, sc.d_k, sc.d_v)) else [h]
+        every = (sc.linear.get("norm") or {}).get("scope") == "all"   # one norm over every head's o
+        heads = list(range(sc.heads)) if every or not run.lazy or (small and compiles(sc.heads, sc.n, sc.d_k, sc.d_v)) \
+            else [h]
         held.update(zip(heads, _heads(run, heads, K)))
     return held.pop(h)
 

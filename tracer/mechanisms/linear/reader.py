@@ -30,7 +30,7 @@ _BESIDE = {
                                "linear layer's gated norm comes from its checkpoint)"),
 }
 SOFTMAX_KEYS = ("softmax_base", "normalize", "stable", "algorithm", "block")
-MODEL_KEYS = ("conv", "norm")   # a checkpoint's parts around the recurrence (stages.py)
+MODEL_KEYS = ("act", "conv", "norm")   # a checkpoint's parts around the recurrence (stages.py)
 
 
 def read(scenario, data: dict) -> dict:
@@ -42,7 +42,14 @@ def read(scenario, data: dict) -> dict:
     model = {key: section[key] for key in MODEL_KEYS if isinstance(section, dict) and key in section}
     got = read_linear({k: v for k, v in section.items() if k not in model} if model else section,
                       scenario.heads, scenario.n, scenario.d_k)
-    return {"linear": {**got._asdict(), "conv": _conv(model.get("conv"), scenario),
+    if model and scenario.decode is not None:   # decode.py carries the bare recurrence token by token
+        raise ScenarioError("decode", f"expected no [decode] beside [linear] {', '.join(model)} (a checkpoint's parts "
+                            "around the recurrence are traced over the whole text only)")
+    act = model.get("act")
+    if act not in (None, "silu"):
+        raise ScenarioError("linear.act", "expected \"silu\" (SiLU on q, k and v as projected: MiniMax's lightning "
+                            "layers) or no act")
+    return {"linear": {**got._asdict(), "act": act, "conv": _conv(model.get("conv"), scenario),
                        "norm": _norm(model.get("norm"), scenario)}}
 
 
@@ -66,14 +73,21 @@ def _conv(conv, sc) -> dict | None:
 
 
 def _norm(norm, sc) -> dict | None:
-    """A checkpoint's gated norm of each head's output: {w_z: heads × d_model × d_v, gain: d_v, eps, act}."""
+    """A checkpoint's gated norm of each head's output: {w_z: heads × d_model × d_v, gain, eps, act,
+    scope}: scope "head" (the RMS of each head's output, gain d_v) or "all" (MiniMax: the RMS of every
+    head's outputs at the token together, gain heads × d_v, each head its share of the one gain)."""
     if norm is None:
         return None
-    if not isinstance(norm, dict) or set(norm) != {"w_z", "gain", "eps", "act"} or norm["act"] not in ("silu", "sigmoid"):
-        raise ScenarioError("linear.norm", "expected a table of w_z, gain, eps and act (silu or sigmoid): a "
-                            "checkpoint's gated norm")
+    keys = {"w_z", "gain", "eps", "act"}
+    if not isinstance(norm, dict) or not keys <= set(norm) <= keys | {"scope"} \
+            or norm["act"] not in ("silu", "sigmoid") or norm.get("scope", "head") not in ("head", "all"):
+        raise ScenarioError("linear.norm", "expected a table of w_z, gain, eps, act (silu or sigmoid) and an optional "
+                            "scope (head or all): a checkpoint's gated norm")
+    scope = norm.get("scope", "head")
+    gain = (sc.heads, sc.d_v) if scope == "all" else (sc.d_v,)
     return dict(w_z=_array(norm["w_z"], "linear.norm.w_z", (sc.heads, sc.d_model, sc.d_v)),
-                gain=_array(norm["gain"], "linear.norm.gain", (sc.d_v,)), eps=float(norm["eps"]), act=norm["act"])
+                gain=_array(norm["gain"], "linear.norm.gain", gain), eps=float(norm["eps"]), act=norm["act"],
+                scope=scope)
 
 
 def _refuse_beside(scenario, data: dict) -> None:

@@ -1,9 +1,11 @@
 """What a checkpoint's linear layer puts around the recurrence, as stages of the queries, keys and
-values and as its head output: the short causal convolution with its SiLU (`h{h}.q_conv`,
-`h{h}.k_conv`, `h{h}.v_conv`, where `[linear] conv` gives kernels), the L2 norm of q and k
-(`h{h}.q_unit`, `h{h}.k_unit`, where `l2 = true`: each row ÷ √(Σx² + 1e-6), its length, not the root mean
-square of mechanisms/l2_norm), and z as the gated RMS norm RMSNorm(o)·act(x·W_Z)·g (where `[linear]
-norm` gives W_Z, the gain, eps and the activation). The formulas are gates.py's and formula.py's."""
+values and as its head output: SiLU of the projection (`h{h}.q_act`, `h{h}.k_act`, `h{h}.v_act`,
+where `[linear] act = "silu"`: MiniMax's lightning layers), the short causal convolution with its
+SiLU (`h{h}.q_conv`, `h{h}.k_conv`, `h{h}.v_conv`, where `[linear] conv` gives kernels), the L2 norm
+of q and k (`h{h}.q_unit`, `h{h}.k_unit`, where `l2 = true`: each row ÷ √(Σx² + 1e-6), its length,
+not the root mean square of mechanisms/l2_norm), and z as the gated RMS norm RMSNorm(o)·act(x·W_Z)·g
+(where `[linear] norm` gives W_Z, the gain, eps and the activation; scope "all": the RMS of every
+head's o at the token together, MiniMax's). The formulas are gates.py's and formula.py's."""
 from __future__ import annotations
 
 import numpy as np
@@ -27,6 +29,8 @@ def staged(sc, which: str, index: int, a: np.ndarray, compiled: bool = False) ->
     """q, k or v of one head (group) through its stages: {kind: array}; `index` a slice and `a` stacked
     (heads × n × d): those heads' at once, by the compiled kernels where `compiled`."""
     got, dt = {}, a.dtype
+    if sc.linear.get("act") == "silu":
+        a = got[f"{which}_act"] = silu(a)
     w = conv_of(sc, which, index)
     if w is not None:
         if compiled:   # the kernel's taps side by side: heads × K × channels
@@ -48,6 +52,11 @@ def gated_z(run, h: int, o: np.ndarray, ids: dict, compiled: bool = False) -> np
         return o.copy()
     dt = o.dtype
     source = run.held(run.step(ids["q"]).inputs[0])
+    if norm["scope"] == "all":   # o holds every head: one RMS over them all a token, each head its share of the gain
+        gate = np.matmul(source, norm["w_z"][h].astype(dt))
+        act = silu(gate) if norm["act"] == "silu" else sigmoid(gate)
+        rms = np.sqrt((o.astype(np.float64) ** 2).mean(axis=(0, 2)) + norm["eps"])[None, :, None]
+        return (o / rms * norm["gain"][h][:, None, :] * act).astype(dt, copy=False)
     if compiled:
         gate = matmul(source, np.ascontiguousarray(norm["w_z"][h], dtype=dt))
         act = silu(gate) if norm["act"] == "silu" else sigmoid(gate)
@@ -101,8 +110,20 @@ def _stage(which: str, kind: str, title: str, why: str, formula: str, explain, s
 
 
 def _has(part: int):
-    return lambda ctx: bool((ctx.dims.of("linear") or (None, False, 0))[part])
+    return lambda ctx: bool((ctx.dims.of("linear") or (None, False, 0, None, False))[part])
 
+
+def _act_explain(cell) -> str:
+    u = float(cell.rows(cell.step.inputs[0])[cell.i, cell.j])
+    return f"= SiLU({cell.f(u)}) = {cell.f(u)} × σ({cell.f(u)}) = {cell.f(cell.value)}".replace("-", "−")
+
+
+_ACT_WHY = ("MiniMax's lightning layer passes q, k and v through SiLU as projected, before the state: SiLU keeps a "
+            "positive feature nearly as it is and squashes a negative one to at most 0.28 below zero.")
+for _which in "qkv":
+    _stage(_which, f"{_which}_act", {"q": "Queries", "k": "Keys", "v": "Values"}[_which] + ", SiLU", _ACT_WHY,
+           f"SiLU({_which.upper()}) = {_which.upper()}·σ({_which.upper()}), per feature", _act_explain,
+           lambda cell: {cell.step.inputs[0]: [(cell.i, cell.j)]}, _has(4), after=_which)
 
 _CONV_WHY = ("Before the recurrence a checkpoint's linear layer mixes each channel with the same channel of the few "
              "tokens before it (a short causal convolution, then SiLU): the only place it sees its neighbours "
@@ -113,7 +134,7 @@ for _which in "qkv":
     _stage(_which, f"{_which}_conv", {"q": "Queries", "k": "Keys", "v": "Values"}[_which] + ", convolved", _CONV_WHY,
            f"SiLU(Σ_j w_j ⊙ {_which.upper()}_(t−K+1+j)), per channel", _conv_explain,
            lambda cell: {cell.step.inputs[0]: [(s, cell.j) for s in range(max(0, cell.i + 1 - _width(cell)), cell.i + 1)]},
-           _has(2), after=_which)
+           _has(2), after=f"{_which}_act")
 for _which in "qk":
     _stage(_which, f"{_which}_unit", ("Queries" if _which == "q" else "Keys") + ", L2-normed", _L2_WHY,
            f"{_which} ÷ √(Σ{_which}² + 1e-6), per token", _l2_explain,
@@ -132,7 +153,22 @@ def z_explain(cell) -> str:
     act = (silu if norm["act"] == "silu" else sigmoid)(np.array(u))
     rms = float(np.sqrt((o * o).mean() + norm["eps"]))
     name = "SiLU" if norm["act"] == "silu" else "σ"
+    if norm["scope"] == "all":
+        return _z_all_explain(cell, o[cell.j], u, float(act), name)
     return (f"= o ÷ RMS(o)·g·{name}(x·W_Z) = {cell.f(o[cell.j])} ÷ {cell.f(rms)} × {cell.f(norm['gain'][cell.j])} × "
             f"{name}({cell.f(u)}) = {cell.f(o[cell.j])} ÷ {cell.f(rms)} × {cell.f(norm['gain'][cell.j])} × "
             f"{cell.f(float(act))} = {cell.f(cell.value)}   (the gated norm: RMS over the head's {len(o)} outputs, "
             "the gate from the token's own x)").replace("-", "−")
+
+
+def _z_all_explain(cell, o: float, u: float, act: float, name: str) -> str:
+    """The z step's story under MiniMax's norm over every head's outputs at the token."""
+    from ...ids import step_id
+    norm, heads = cell.scenario.linear["norm"], cell.scenario.heads
+    every = np.concatenate([cell.rows(step_id("o", g))[cell.i].astype(np.float64) for g in range(heads)])
+    rms = float(np.sqrt((every * every).mean() + norm["eps"]))
+    g = norm["gain"][cell.step.head][cell.j]
+    f = cell.f
+    return (f"= o ÷ RMS(every head's o)·g·{name}(x·W_Z) = {f(o)} ÷ {f(rms)} × {f(g)} × {name}({f(u)}) = "
+            f"{f(o)} ÷ {f(rms)} × {f(g)} × {f(act)} = {f(cell.value)}   (one norm over the {len(every)} outputs "
+            f"of all {heads} heads at {cell.token(cell.at)}, the gate from the token's own x)").replace("-", "−")

@@ -213,11 +213,17 @@ register(Kind(
     inputs=lambda ctx, h: [_qkv(ctx, h)[0], _qkv(ctx, h)[1], ctx.sid("decay", h)], present=_on,
     tip="carry key s's write through each later token's update, then dot it with the query"), after="o")
 
+def _z_formula(scope) -> str:
+    if scope == "all":
+        return "Z = O ÷ RMS(O of every head, per token)·g ⊙ σ(X·W_Z)   (one norm over all heads, then the gate)"
+    return "Z = RMSNorm(O)·g ⊙ act(X·W_Z)   (the gated norm)" if scope else "Z = O"
+
+
 register(Kind(
     "linear_z", "Head output", ("token", "d_v"), "head",
     "The head's output that concat joins: what the state returned to the query (a checkpoint's layer "
     "norms and gates it first).",
-    formula=lambda ctx: "Z = RMSNorm(O)·g ⊙ act(X·W_Z)   (the gated norm)" if ctx.dims.of("linear")[3] else "Z = O",
+    formula=lambda ctx: _z_formula(ctx.dims.of("linear")[3]),
     explain=z_explain, sources=lambda cell: {cell.sid("o"): [(cell.i, c) for c in range(cell.scenario.d_v)]},
     inputs=lambda ctx, h: [ctx.sid("o", h)], present=_on, short="z",
     tip="copy the state's output"), after="implicit")
