@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ..mechanisms.indexer.compute import dropped_cells
+from ..mechanisms import dropped_cells
 
 from ..errors import ScenarioError
 from ..ids import step_id
@@ -93,7 +93,7 @@ def _panel(ax, trace, step, colour: str, queries: list[str], keys: list[str], ta
     lines = LineCollection(ends, colors=rgba, linewidths=2.0, capstyle="round")
     lines.set_gid(step.id)  # the SVG group of this head's lines carries the step id
     ax.add_collection(lines)
-    gone = dropped_cells(trace, step)   # keys a lightning indexer dropped: dotted grey, not left out
+    gone = dropped_cells(trace, step)   # keys a mechanism dropped (an indexer): dotted grey, not left out
     if gone is not None and gone.any():
         at = np.argwhere(gone.T if trace.columns else gone)
         dots = LineCollection(ends[at[:, 0] * m + at[:, 1]], colors="#999999", linewidths=1.0, linestyles=":")

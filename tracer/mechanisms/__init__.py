@@ -24,8 +24,8 @@ MECHANISMS: dict[str, Mechanism] = {m.DECLARATION.name: m.DECLARATION for m in
 for _m in MECHANISMS.values():   # their words in the shared steps and the keys they hide, where the steps read them
     tell(_m.name, _m.field, _m.texts, _m.hides)
 
-__all__ = ["MECHANISMS", "Mechanism", "arrays", "described", "dims", "fused", "given", "present",
-           "read", "refuse_arithmetic", "refuse_decode", "refuse_online", "top_keys", "weight_keys"]
+__all__ = ["MECHANISMS", "Mechanism", "arrays", "chosen", "described", "dims", "dropped_cells", "fused", "given",
+           "present", "read", "refuse_arithmetic", "refuse_decode", "refuse_online", "top_keys", "weight_keys"]
 
 
 def present(scenario) -> list[Mechanism]:
@@ -76,6 +76,17 @@ def described(scenario) -> tuple[dict, dict]:
 
 def given(trace) -> list:
     return [g for m in present(trace.scenario) for g in m.given(trace)]
+
+
+def dropped_cells(trace, step):
+    """Where a head's query × key step has keys the mask lets a query see but a mechanism of the layer
+    dropped (a lightning indexer's choice), in the trace's layout: what a view dims; None without."""
+    return next((cells for m in present(trace.scenario) if (cells := m.dropped(trace, step)) is not None), None)
+
+
+def chosen(trace, step, row: int, col: int) -> str:
+    """A mechanism's words on the choice of the query under a cursor (row, col in the layout), or ""."""
+    return next((words for m in present(trace.scenario) if (words := m.chosen(trace, step, row, col))), "")
 
 
 def fused(scenario) -> bool:

@@ -63,6 +63,11 @@ class Mechanism:
     #                                 ("sums.why", "masked.explain" …: steps/base.said)
     hides: Callable | None = None   # (trace, h) → query × key, True where head h's query does not see the
     #                                 key (the mask's and its own hiding, e.g. an additive mask's −∞)
+    dropped: Callable = _none       # (trace, step) → where a head's query × key step has keys the mask lets
+    #                                 the query see but the mechanism dropped (an indexer's choice), in the
+    #                                 trace's layout (what a view dims), or None
+    chosen: Callable = _none        # (trace, step, row, col) → words on the cell's query's choice for a
+    #                                 status line ("query sat kept 2 of 4 keys (top-2)"), or None
 
     def on(self, scenario) -> bool:
         """Whether the scenario's layer has it."""

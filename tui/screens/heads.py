@@ -11,7 +11,8 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from tracer.ids import step_id
-from tracer.mechanisms.indexer.compute import dropped_cells, k_of
+from tracer.mechanisms import dropped_cells
+from tracer.mechanisms.indexer.compute import k_of
 
 from ..widgets.fit import KeyBar
 from ..widgets.mini_heat import MiniHeat

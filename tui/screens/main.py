@@ -12,7 +12,7 @@ from tracer.ids import step_id
 from tracer.labels import axis_title, step_labels
 from tracer.step_notes import notes
 from tracer.printing import fractions_for, tolerance
-from tracer.mechanisms.indexer.compute import dropped_cells, kept_words
+from tracer.mechanisms import chosen, dropped_cells
 
 from ..commands import StepCommands
 from ..messages import Compiling, GoTo
@@ -201,7 +201,7 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
         if not self.quiz_cell_info(where, lit):
             story = trace.explain(self.step_id, *self.cell, fractions=self.fractions)
             self.query_one(CellInfo).show(where, story, lit)
-            kept = kept_words(trace, step, *self.cell)   # a lightning indexer's choice for the cursor's query
+            kept = chosen(trace, step, *self.cell)   # e.g. a lightning indexer's choice for the cursor's query
             if kept:
                 self.query_one(StatusBar).say(kept)
             self.query_one(StatePanel).show_for(trace, step, *self.cell)

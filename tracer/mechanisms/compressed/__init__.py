@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ..declaration import Mechanism
 from . import steps, streams, entries  # noqa: F401  (streams, entries: their kinds)
+from . import compute  # noqa: E402  (after the kinds it reads are registered)
 from .reader import read
 
 
@@ -53,5 +54,5 @@ DECLARATION = Mechanism(
     symbols={"compressed.w_a": "W_a", "compressed.w_b": "W_b", "compressed.w_kv": "W_KV",
              "compressed.kv_gain": "g (keys)",
              "compressed.w_qb": "W_QB"},
-    fused=False, online=False, decode=False,
+    fused=False, online=False, decode=False, dropped=compute.dropped_cells, chosen=compute.chosen_words,
     texts={"masked.formula": steps.masked_formula, "masked.explain": steps.hidden})

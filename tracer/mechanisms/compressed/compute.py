@@ -108,3 +108,19 @@ def kept_words(trace, i: int) -> str:
     seen, kept = int(np.isfinite(trace.rows("idx.scores")[i]).sum()), int(trace.rows("idx.selected")[i].sum())
     top = trace.scenario.compressed["topk"]
     return f"query {token_name(trace.scenario.tokens, i)} kept {kept} of {seen} entries (top-{top})"
+
+
+def dropped_cells(trace, step) -> np.ndarray | None:
+    """dropped() on a head's query × key steps, in the trace's layout (the declaration's `dropped`)."""
+    from ..indexer.compute import DROPPABLE
+    if step.head is None or step.kind not in DROPPABLE:
+        return None
+    cells = dropped(trace)
+    return None if cells is None else cells.T if trace.columns else cells
+
+
+def chosen_words(trace, step, row: int, col: int) -> str | None:
+    """kept_words() of the query under a cursor on a query × key step (the declaration's `chosen`)."""
+    if step.axes not in (("query", "key"), ("key", "query")):
+        return None
+    return kept_words(trace, col if trace.columns else row) or None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..declaration import Mechanism
 from . import steps  # noqa: F401  (registers its kinds)
-from .compute import shape
+from .compute import dropped_cells, kept_words, shape
 from .reader import KEYS, WEIGHTS, read
 
 
@@ -53,7 +53,7 @@ DECLARATION = Mechanism(
     arrays=_arrays, given=_given, symbols={"weights.index_q": "W_IQ", "weights.index_k": "W_IK", "weights.index_w": "W_w"},
     describe=_describe, describe_key="sparse",
     given_words=lambda sc: f"the indexer keeps each query's {sc.sparse['topk']} best keys",
-    online=False, decode=False, config=_config, said=_said,
+    online=False, decode=False, config=_config, said=_said, dropped=dropped_cells, chosen=kept_words,
     texts={"masked.formula": lambda ctx: ("S, with −∞ where the key comes after the query or the indexer did not "
                                           "select it (idx.selected)"),   # its choice on top of the causal mask
            "masked.explain": steps.dropped,   # a key the causal mask lets the query see but the indexer dropped

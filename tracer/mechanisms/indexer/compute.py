@@ -111,32 +111,22 @@ DROPPABLE = ("scores", "scaled", "capped", "biased", "masked", "exp", "weights")
 
 def dropped_cells(trace, step) -> np.ndarray | None:
     """Where a head's query × key step has a key the causal mask lets the query see but the indexer
-    dropped (DeepSeek V4: a complete entry it dropped), in the trace's layout (what the TUI dims);
-    None for other steps and layers."""
+    dropped, in the trace's layout (what a view dims); None for other steps (the declaration's
+    `dropped`)."""
     if step.head is None or step.kind not in DROPPABLE:
         return None
-    if trace.scenario.compressed is not None:   # DeepSeek V4's indexer chooses among the entries
-        from ..compressed.compute import dropped
-        dropped = dropped(trace)
-    elif trace.scenario.sparse is not None:
-        selected = trace.rows("idx.selected") != 0
-        dropped = np.tri(*selected.shape, dtype=bool) & ~selected
-    else:
-        return None
-    return None if dropped is None else dropped.T if trace.columns else dropped
+    selected = trace.rows("idx.selected") != 0
+    dropped = np.tri(*selected.shape, dtype=bool) & ~selected
+    return dropped.T if trace.columns else dropped
 
 
-def kept_words(trace, step, row: int, col: int) -> str:
+def kept_words(trace, step, row: int, col: int) -> str | None:
     """`query sat kept 2 of 4 keys (top-2)`: the choice of the query under a cursor on a head's
-    query × key step or the indexer's own (row, col in the layout); "" elsewhere."""
+    query × key step or the indexer's own (row, col in the layout); None elsewhere (the
+    declaration's `chosen`)."""
     if step.axes not in (("query", "key"), ("key", "query")):
-        return ""
+        return None
     i = col if trace.columns else row
-    if trace.scenario.compressed is not None:   # DeepSeek V4: the entries its indexer kept
-        from ..compressed.compute import kept_words as entries_kept
-        return entries_kept(trace, i)
-    if trace.scenario.sparse is None:
-        return ""
     selected = trace.rows("idx.selected")[i] != 0
     from ...labels import token_name
     return (f"query {token_name(trace.scenario.tokens, i)} kept {int(selected.sum())} of {i + 1} keys "
