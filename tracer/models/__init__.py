@@ -69,34 +69,33 @@ def from_transformers(model, tokenizer, text: str, layer: int, *, heads=None):
 
 def _dense2026(model, tokenizer, text: str, layer: int, heads, data: dict, tensors):
     """from_transformers() for the dense families of 2026 (models/dense2026/traced.py)."""
-    from ..scenario import from_arrays
-
     inner = text_config(data)
-    ids, pieces = encode_with(backend(tokenizer), text, inner.get("max_position_embeddings", 1 << 20), WHERE,
-                              "tokenizer")
-    name = str(getattr(model.config, "name_or_path", "") or inner["model_type"])
-    label = name.rstrip("/").rsplit("/", 1)[-1] or inner["model_type"]
-    arrays = dense2026_layer(tensors, data, ids, pieces, layer, label,
-                             f"the {inner['model_type']} model {name!r} (in memory) on the text {text!r}")
-    if heads is not None:
-        arrays = keep_heads(arrays, heads)
-    scenario = from_arrays(**arrays)
-    scenario.model = dense2026_described(data, None, text, layer, heads)
-    return scenario
+    longest = inner.get("max_position_embeddings", 1 << 20)
+    return _own_forward(model, tokenizer, text, heads, inner["model_type"], longest,
+                        lambda ids, pieces, *named: dense2026_layer(tensors, data, ids, pieces, layer, *named),
+                        lambda: dense2026_described(data, None, text, layer, heads))
 
 
 def _hybrid_in_memory(model, data: dict, tensors, tokenizer, text: str, layer: int, heads):
     """from_transformers() of a hybrid family's model (hybrid_layer.py)."""
-    from ..scenario import from_arrays
     cfg = hybrid_layer.hybrid_of(data)
     hybrid_layer.check(cfg, layer)
-    ids, pieces = encode_with(backend(tokenizer), text, 1 << 20, WHERE, "tokenizer")
-    name = str(getattr(model.config, "name_or_path", "") or cfg.model_type)
-    label = name.rstrip("/").rsplit("/", 1)[-1] or cfg.model_type
-    arrays = hybrid_layer.traced(tensors, cfg, ids, pieces, layer, label,
-                                 f"the {cfg.model_type} model {name!r} (in memory) on the text {text!r}")
+    return _own_forward(model, tokenizer, text, heads, cfg.model_type, 1 << 20,
+                        lambda ids, pieces, *named: hybrid_layer.traced(tensors, cfg, ids, pieces, layer, *named),
+                        lambda: hybrid_layer.described(cfg, None, text, layer, heads))
+
+
+def _own_forward(model, tokenizer, text: str, heads, model_type: str, longest: int, traced, described):
+    """from_transformers() for the families whose own forward builds the traced layer: the text
+    encoded (at most `longest` tokens), traced(ids, pieces, label, description) → from_arrays
+    keywords, a few heads kept where asked, described() → scenario.model."""
+    from ..scenario import from_arrays
+    ids, pieces = encode_with(backend(tokenizer), text, longest, WHERE, "tokenizer")
+    name = str(getattr(model.config, "name_or_path", "") or model_type)
+    label = name.rstrip("/").rsplit("/", 1)[-1] or model_type
+    arrays = traced(ids, pieces, label, f"the {model_type} model {name!r} (in memory) on the text {text!r}")
     scenario = from_arrays(**(arrays if heads is None else keep_heads(arrays, heads)))
-    scenario.model = hybrid_layer.described(cfg, None, text, layer, heads)
+    scenario.model = described()
     return scenario
 
 
