@@ -11,7 +11,7 @@ from tracer.arithmetic import parse_set, resolve
 from tui.screens.main import MainScreen
 from tui.session import Session, summary
 
-from tui_helpers import opened, pilot_test, screen_text, settle, status_text
+from tui_helpers import go_to, opened, pilot_test, screen_text, settle, status_text
 
 # One value of each kind a key takes (a word, a whole number, a fraction), as `--set` writes them.
 VALUES = {
@@ -52,6 +52,7 @@ async def _every_view(pilot) -> None:
     app = pilot.app
     screen = app.screen
     assert isinstance(screen, MainScreen), screen_text(app)
+    await go_to(pilot, screen.trace.steps[0].id)   # a value set keeps the step shown: the last, after the first value
     for _ in range(len(screen.trace.steps)):
         await pilot.press("n")
     await pilot.press("f")

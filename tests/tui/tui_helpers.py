@@ -11,6 +11,8 @@ import time
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
+from textual.worker import WorkerCancelled
+
 from tui.app import AttnApp
 
 
@@ -31,7 +33,10 @@ async def settle(pilot, timeout: float = 180.0) -> None:
 
     for _ in range(int(timeout / 0.02)):
         await pilot.pause()
-        await app.workers.wait_for_complete()
+        try:
+            await app.workers.wait_for_complete()
+        except WorkerCancelled:   # done: e.g. a dialog's worker that dismissed its dialog, cancelled as it went
+            pass
         await pilot.pause()   # what the workers posted, and what waits for the refresh (call_after_refresh)
         if settled():
             return
