@@ -183,6 +183,21 @@ def test_a_checkpoint_layer_keeps_its_weights_in_c_order(saved, family):
         assert getattr(sc, name).flags.c_contiguous, name
 
 
+def test_a_scenario_casts_its_weights_once(saved, monkeypatch):
+    """Scenario.cast: the float32 weights every float32 trace reads, made once and equal to the
+    cast; the scenario's own array where nothing changes; made anew above CAST_BYTES."""
+    from tracer.scenario import core
+    sc = tracer.from_model(saved["gpt2"][0], tc.TEXT, 1)
+    first = sc.cast(sc.w_q, np.float32)
+    assert first is sc.cast(sc.w_q, np.float32) and first.flags.c_contiguous
+    np.testing.assert_array_equal(first, sc.w_q.astype(np.float32))
+    assert sc.cast(sc.w_q, np.float64) is sc.w_q
+    monkeypatch.setattr(core, "CAST_BYTES", 8)
+    assert sc.cast(sc.w_k, np.float32) is not sc.cast(sc.w_k, np.float32)
+    np.testing.assert_allclose(tracer.run(sc, dtype="float32").rows("out"), tracer.run(sc).rows("out"), rtol=1e-4,
+                               atol=1e-5)
+
+
 def test_a_few_heads_of_a_grouped_layer_through_the_tracer(saved):
     from tracer import ids
     folder, _ = saved["qwen2"]

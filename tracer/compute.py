@@ -267,7 +267,7 @@ def after_heads(run, y: np.ndarray, K) -> dict:
     and tracer.attention's)."""
     sc, dt, got = run.scenario, run.dtype, {}
     if sc.w_o is not None:
-        w_o = np.ascontiguousarray(sc.w_o, dtype=dt)
+        w_o = sc.cast(sc.w_o, dt)
         y = matmul(y, w_o[None])[0] if run.engine == "fused" else K.project(y, w_o)
         y = got["out"] = y if sc.b_o is None else K.add_row(y, np.ascontiguousarray(sc.b_o, dtype=dt))
     if sc.compressed is not None:                                    # DeepSeek V4's grouped W_O

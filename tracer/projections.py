@@ -26,10 +26,12 @@ def textbook(sc) -> bool:
     return sc.dims().textbook
 
 
-def _heads(w, heads: list[int], dtype) -> np.ndarray:
-    """The selected heads' weight matrices as one C-contiguous array (a view when possible)."""
-    sel = w if len(heads) == w.shape[0] else w[heads[0]:heads[-1] + 1]
-    return np.ascontiguousarray(sel, dtype=dtype)
+def stacked_weights(sc, w, heads: list[int], dtype) -> np.ndarray:
+    """The selected heads' weight matrices (of scenario sc's `w`) as one C-contiguous array in dtype:
+    all of them cast once per scenario (Scenario.cast), a few each time."""
+    if len(heads) == w.shape[0]:
+        return sc.cast(w, dtype)
+    return np.ascontiguousarray(w[heads[0]:heads[-1] + 1], dtype=dtype)
 
 
 def projections(run, heads: list[int]):
@@ -38,11 +40,12 @@ def projections(run, heads: list[int]):
     sc, dt, x = run.scenario, run.dtype, run.x
     if not textbook(sc):
         return _batched(run, heads)
-    q, k = matmul(x, _heads(sc.w_q, heads, dt)), matmul(x, _heads(sc.w_k, heads, dt))
+    q, k = (matmul(x, stacked_weights(sc, w, heads, dt)) for w in (sc.w_q, sc.w_k))
     if sc.w_v_down is None:
-        return q, k, matmul(x, _heads(sc.w_v, heads, dt)), {}
-    v_down = matmul(x, _heads(sc.w_v_down, heads, dt))
-    v = np.matmul(v_down, _heads(sc.w_v_up, heads, dt), out=pool.empty((len(heads), sc.n, sc.d_v), dt))
+        return q, k, matmul(x, stacked_weights(sc, sc.w_v, heads, dt)), {}
+    v_down = matmul(x, stacked_weights(sc, sc.w_v_down, heads, dt))
+    v = np.matmul(v_down, stacked_weights(sc, sc.w_v_up, heads, dt),
+                  out=pool.empty((len(heads), sc.n, sc.d_v), dt))
     return q, k, v, {step_id("v_down", h): v_down[i] for i, h in enumerate(heads)}
 
 
@@ -51,7 +54,7 @@ def _batched(run, heads: list[int]):
     head's queries in one product, every group's keys and values once."""
     sc, dt, extra = run.scenario, run.dtype, {}
     ids = [run.plan_ids(h) for h in heads]
-    q = matmul(run.held(run.step(ids[0]["q"]).inputs[0]), _heads(sc.w_q, heads, dt))
+    q = matmul(run.held(run.step(ids[0]["q"]).inputs[0]), stacked_weights(sc, sc.w_q, heads, dt))
     if sc.b_q is not None:
         q += sc.b_q[heads[0]:heads[-1] + 1, None, :].astype(dt)
     after = sc.qk_norm_after_rope
@@ -88,16 +91,16 @@ def group_kv(run, groups: list[int], first_ids: dict, per: int) -> list[dict]:
     if all(run.held(i["k"]) is not None for i in held):
         return [{kind: run.held(sid) for kind, sid in i.items() if kind in KV_KINDS} for i in held]
     src = run.held(run.step(first_ids["k"]).inputs[0])
-    k = matmul(src, _heads(sc.w_k, groups, dt))
+    k = matmul(src, stacked_weights(sc, sc.w_k, groups, dt))
     if sc.b_k is not None:
         k += sc.b_k[groups[0]:groups[-1] + 1, None, :].astype(dt)
     if sc.v_is_k:
         v, v_down = k, None
     elif sc.w_v_down is not None:
-        v_down = matmul(src, _heads(sc.w_v_down, groups, dt))
-        v = np.matmul(v_down, _heads(sc.w_v_up, groups, dt))
+        v_down = matmul(src, stacked_weights(sc, sc.w_v_down, groups, dt))
+        v = np.matmul(v_down, stacked_weights(sc, sc.w_v_up, groups, dt))
     else:
-        v, v_down = matmul(src, _heads(sc.w_v, groups, dt)), None
+        v, v_down = matmul(src, stacked_weights(sc, sc.w_v, groups, dt)), None
         if sc.b_v is not None:
             v += sc.b_v[groups[0]:groups[-1] + 1, None, :].astype(dt)
     normed_v = v_norm.normed(run, groups, v) if sc.v_norm is not None else None   # the values' norm

@@ -12,6 +12,9 @@ from ..errors import as_text
 from ..steps.base import Dims
 
 
+CAST_BYTES = 1 << 28   # weights cast once per scenario up to this size (a GPT-3 layer's are cast per trace)
+
+
 @dataclass
 class Scenario:
     """A checked scenario. Arrays are in the rows orientation: x is n × d_model, w_q is
@@ -132,6 +135,21 @@ class Scenario:
         if self.compressed is not None:   # DeepSeek V4's grouped W_O: W_b's rows
             return len(self.compressed["w_b"])
         return self.w_o.shape[1] if self.w_o is not None else self.heads * self.d_v
+
+    def cast(self, a: np.ndarray, dtype) -> np.ndarray:
+        """`a`, one of this scenario's arrays, C-contiguous in `dtype`: made once and kept while it is
+        at most CAST_BYTES, since every trace of the scenario in float32 reads the same weights (its
+        arrays are not changed after it is built), else made each time it is asked for."""
+        dtype = np.dtype(dtype)
+        if a.dtype == dtype and a.flags.c_contiguous:
+            return a
+        if a.size * dtype.itemsize > CAST_BYTES:
+            return np.ascontiguousarray(a, dtype=dtype)
+        casts = self.__dict__.setdefault("_casts", {})
+        key = (id(a), dtype.str)
+        if key not in casts:   # `a` held beside its cast, so that its id stays its own
+            casts[key] = (a, np.ascontiguousarray(a, dtype=dtype))
+        return casts[key][1]
 
     @functools.cached_property
     def largest(self) -> dict[str, float]:

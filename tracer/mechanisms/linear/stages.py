@@ -58,7 +58,8 @@ def gated_z(run, h: int, o: np.ndarray, ids: dict, compiled: bool = False) -> np
         rms = np.sqrt((o.astype(np.float64) ** 2).mean(axis=(0, 2)) + norm["eps"])[None, :, None]
         return (o / rms * norm["gain"][h][:, None, :] * act).astype(dt, copy=False)
     if compiled:
-        gate = matmul(source, np.ascontiguousarray(norm["w_z"][h], dtype=dt))
+        gate = matmul(source, run.scenario.cast(norm["w_z"], dt) if h == slice(0, len(norm["w_z"])) else
+                      np.ascontiguousarray(norm["w_z"][h], dtype=dt))
         act = silu(gate) if norm["act"] == "silu" else sigmoid(gate)
         gain = np.ascontiguousarray(norm["gain"], dtype=np.float64)
         return _fused("norm_rows", o, gain, float(norm["eps"]), True) * act
