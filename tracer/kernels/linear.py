@@ -22,31 +22,41 @@ cache.listen()  # compile notices for a front end (tracer.on_compile)
 def _recur(q, k, v, alpha, beta, delta, states, o):
     """One head: S decays (α per token or per key channel), then takes the write (the delta rule:
     β·k·(v − Sᵀk)ᵀ; the decay rule: k·vᵀ); o_t = S_tᵀ·q_t; S_t copied into states[t] when kept.
-    Two passes over S a token (S is too large for the nearest cache): the first reads the decayed
-    state's prediction, the second decays, writes and reads; each number rounds as in the four
-    steps one after the other (decay, predict, write, read)."""
+    One pass over S a token (S is too large for the nearest cache): each row of S_t, once written,
+    is read by o_t and by the next token's prediction S_tᵀ·(α_{t+1}⊙k_{t+1}); each number rounds as in
+    the four steps one after the other (decay, predict, write, read)."""
     n, d_k = k.shape
     d_v = v.shape[1]
     keep = states.shape[0] == n
     S = np.zeros((d_k, d_v), dtype=o.dtype)
     row = np.empty(d_v, dtype=o.dtype)          # what token t writes under its key: β·(v − Sᵀk), or v
+    error = v[0].copy()                         # the delta rule's v_{t+1} − S_tᵀ·(α_{t+1}⊙k_{t+1}), being summed
     read = np.empty(d_v, dtype=o.dtype)
     per_channel = alpha.shape[1] > 1
     for t in range(n):
-        row[:] = v[t]
         if delta:
-            for i in range(d_k):
-                a = alpha[t, i] if per_channel else alpha[t, 0]
-                for j in range(d_v):
-                    row[j] -= (S[i, j] * a) * k[t, i]
             for j in range(d_v):
-                row[j] *= beta[t]
+                row[j] = error[j] * beta[t]
+        else:
+            row[:] = v[t]
         read[:] = 0.0
+        ahead = delta and t + 1 < n
+        if ahead:
+            error[:] = v[t + 1]
         for i in range(d_k):
             a = alpha[t, i] if per_channel else alpha[t, 0]
-            for j in range(d_v):
-                S[i, j] = S[i, j] * a + k[t, i] * row[j]
-                read[j] += S[i, j] * q[t, i]
+            if ahead:
+                c = alpha[t + 1, i] if per_channel else alpha[t + 1, 0]
+                for j in range(d_v):
+                    s = S[i, j] * a + k[t, i] * row[j]
+                    S[i, j] = s
+                    read[j] += s * q[t, i]
+                    error[j] -= (s * c) * k[t + 1, i]
+            else:
+                for j in range(d_v):
+                    s = S[i, j] * a + k[t, i] * row[j]
+                    S[i, j] = s
+                    read[j] += s * q[t, i]
         o[t, :] = read
         if keep:
             states[t] = S
