@@ -108,15 +108,20 @@ def pair_cells(cell) -> list[tuple[int, int]]:
     return [(cell.i, first), (cell.i, first + 1)]
 
 
-register(Kind(
-    "compressed_q", "Queries, turned", ("token", "d_k"), "head",
-    "The last r features of each query turn by the token's position (interleaved pairs), as the keys' do: a "
-    "score then depends on how far apart the tokens are.",
-    formula=lambda ctx: "RoPE_last r(q_norm): pair i turned by p·θ_i",
-    explain=lambda cell: turn_story(cell, cell.rows(cell.step.inputs[0])[cell.i], 1),
-    sources=lambda cell: {cell.step.inputs[0]: pair_cells(cell)},
-    inputs=lambda ctx, h: [ctx.sid("compressed_q_norm", h)], present=on, short="q_rot", chain="query",
-    tip="a·cos − b·sin for the first of a pair, b·cos + a·sin for the second"), after="compressed_q_norm")
+def _turned(kind: str, title: str, scope: str, why: str, source: str, short: str, **more) -> None:
+    """A step that turns the last r features of its input by the token's position (queries, keys)."""
+    register(Kind(
+        kind, title, ("token", "d_k"), scope, why,
+        formula=lambda ctx: f"RoPE_last r({source.removeprefix('compressed_')}): pair i turned by p·θ_i",
+        explain=lambda cell: turn_story(cell, cell.rows(cell.step.inputs[0])[cell.i], 1),
+        sources=lambda cell: {cell.step.inputs[0]: pair_cells(cell)},
+        inputs=lambda ctx, h: [ctx.sid(source, h)], present=on, short=short, **more), after=source)
+
+
+_turned("compressed_q", "Queries, turned", "head",
+        "The last r features of each query turn by the token's position (interleaved pairs), as the keys' do: a "
+        "score then depends on how far apart the tokens are.", "compressed_q_norm", "q_rot", chain="query",
+        tip="a·cos − b·sin for the first of a pair, b·cos + a·sin for the second")
 
 
 register(Kind(
@@ -143,14 +148,9 @@ register(Kind(
     sources=lambda cell: whole_row(cell.step.inputs[0], cell.i, cell.rows(cell.step.inputs[0]).shape[1]),
     inputs=lambda ctx, h: [ctx.sid("compressed_kv", h)], present=on, short="kv_norm"), after="compressed_kv")
 
-register(Kind(
-    "compressed_kv_rot", "Keys, turned", ("token", "d_k"), "kv",
-    "The key's last r features turn by its token's position, as the queries' do; the values, being the keys, "
-    "carry the turn too.",
-    formula=lambda ctx: "RoPE_last r(kv_norm): pair i turned by p·θ_i",
-    explain=lambda cell: turn_story(cell, cell.rows(cell.step.inputs[0])[cell.i], 1),
-    sources=lambda cell: {cell.step.inputs[0]: pair_cells(cell)},
-    inputs=lambda ctx, h: [ctx.sid("compressed_kv_norm", h)], present=on, short="kv_rot"), after="compressed_kv_norm")
+_turned("compressed_kv_rot", "Keys, turned", "kv",
+        "The key's last r features turn by its token's position, as the queries' do; the values, being the keys, "
+        "carry the turn too.", "compressed_kv_norm", "kv_rot")
 
 
 def _key_explain(cell) -> str:
