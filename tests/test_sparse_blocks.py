@@ -29,26 +29,18 @@ def family(request, tmp_path_factory):
     return name, model, theirs, FORWARD[name](folder, ids, model.config.num_hidden_layers - 1)
 
 
-def _close(got, want, what, tol=2e-6):
-    """Within the float32 of transformers' norms, rotary tables and indexer (its model is float64)."""
-    want = np.asarray(want, dtype=np.float64)
-    assert got.shape == want.shape, f"{what}: shape {got.shape}, expected {want.shape}"
-    err = np.abs(got - want).max() / max(1.0, np.abs(want).max())
-    assert err < tol, f"{what}: relative error {err:.2e}"
-
-
 def test_every_layer_against_transformers(family):
     name, _, theirs, ours = family
     for i, (want, got) in enumerate(zip(theirs, ours)):
         if name == "deepseek_v4":
-            _close(got["streams"], want["x"], f"streams entering layer {i}")
-            _close(got["x"], want["collapsed"], f"x (the collapsed streams) of layer {i}")
+            ts.close(got["streams"], want["x"], f"streams entering layer {i}")
+            ts.close(got["x"], want["collapsed"], f"x (the collapsed streams) of layer {i}")
         else:
-            _close(got["x"], want["x"], f"x entering layer {i}")
-        _close(got["norm_in"], want["attn_in"], f"the attention's input at layer {i}")
+            ts.close(got["x"], want["x"], f"x entering layer {i}")
+        ts.close(got["norm_in"], want["attn_in"], f"the attention's input at layer {i}")
         assert want["weights"].std() > 0.05, "heads too uniform to prove anything"
-        _close(got["weights"], want["weights"], f"weights of layer {i}")
-        _close(got["out"], want["out"], f"attention output of layer {i}")
+        ts.close(got["weights"], want["weights"], f"weights of layer {i}")
+        ts.close(got["out"], want["out"], f"attention output of layer {i}")
 
 
 def _allowed(name: str, got: dict) -> np.ndarray:
@@ -109,9 +101,9 @@ def test_index_scores_against_a_reference(family):
             continue
         if name == "deepseek_v4":
             finite = np.isfinite(got["idx.scores"])
-            _close(np.where(finite, got["idx.scores"], 0), np.where(finite, want["index_scores"], 0), "index scores")
-            _close(got["idx.q"], want["index_q"].reshape(len(finite), -1), "idx.q")
-            _close(got["idx.k"], want["index_k"], "idx.k")
+            ts.close(np.where(finite, got["idx.scores"], 0), np.where(finite, want["index_scores"], 0), "index scores")
+            ts.close(got["idx.q"], want["index_q"].reshape(len(finite), -1), "idx.q")
+            ts.close(got["idx.k"], want["index_k"], "idx.k")
             continue
         rot = model.model.rotary_emb
         inv, f = rot.inv_freq.double().numpy(), float(rot.attention_scaling)
@@ -126,8 +118,8 @@ def test_index_scores_against_a_reference(family):
                 ref[t, s] = sum(votes) / np.sqrt(d)
         finite = np.isfinite(ref)
         assert (np.isfinite(got["idx.scores"]) == finite).all()
-        _close(got["idx.scores"][finite], ref[finite], f"index scores of layer {i}")
-        _close(got["idx.w"] * np.sqrt(H), want["index_w"], f"idx.w of layer {i}")
+        ts.close(got["idx.scores"][finite], ref[finite], f"index scores of layer {i}")
+        ts.close(got["idx.w"] * np.sqrt(H), want["index_w"], f"idx.w of layer {i}")
 
 
 def test_shared_layers_reuse_the_choice_before(family):
@@ -154,7 +146,7 @@ def test_v4_every_layer_kind_its_entries_and_sinks(family):
         n = len(got["x"])
         assert want["weights"].shape[-1] == n + len(got.get("pool.k", ())), "query × (tokens, then entries)"
         np.testing.assert_allclose(got["weights"].sum(-1) + got["sink"], 1.0, rtol=1e-12)
-        _close(1 - want["weights"].sum(-1), got["sink"], f"sink's share at layer {i}")
+        ts.close(1 - want["weights"].sum(-1), got["sink"], f"sink's share at layer {i}")
         if "pool.k" in got:
-            _close(got["pool.k"], want["entries"], f"compressed entries of layer {i}")
+            ts.close(got["pool.k"], want["entries"], f"compressed entries of layer {i}")
             np.testing.assert_allclose(got["pool.weights"].sum(axis=1), 1.0, rtol=1e-12)

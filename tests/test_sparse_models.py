@@ -30,14 +30,6 @@ def checkpoint(request, tmp_path_factory):
     return name, folder, ts.run(model, ids)
 
 
-def _close(got, want, what, tol=2e-6):
-    """Within the float32 of transformers' norms, rotary tables and indexer (its model is float64)."""
-    want = np.asarray(want, dtype=np.float64)
-    assert got.shape == want.shape, f"{what}: shape {got.shape}, expected {want.shape}"
-    err = np.abs(got - want).max() / max(1.0, np.abs(want).max())
-    assert err < tol, f"{what}: relative error {err:.2e}"
-
-
 def test_every_layer_against_transformers(checkpoint):
     name, folder, theirs = checkpoint
     dropped = 0
@@ -45,9 +37,9 @@ def test_every_layer_against_transformers(checkpoint):
         trace = tracer.run(tracer.from_arrays(**layer_arrays(folder, TEXT, layer)))
         weights = np.stack([trace.rows(f"h{h}.weights") for h in range(trace.heads)])
         assert want["weights"].std() > 0.05, "heads too uniform to prove anything"
-        _close(weights, want["weights"], f"{name} layer {layer}: weights")
-        _close(trace.rows("out"), want["out"], f"{name} layer {layer}: out")
-        _close(trace.rows("x"), want["x"], f"{name} layer {layer}: x")
+        ts.close(weights, want["weights"], f"{name} layer {layer}: weights")
+        ts.close(trace.rows("out"), want["out"], f"{name} layer {layer}: out")
+        ts.close(trace.rows("x"), want["x"], f"{name} layer {layer}: x")
         selected = trace.rows("idx.selected") != 0
         seen = np.tri(len(selected), dtype=bool)
         assert ((want["weights"] == 0) == ~selected[None]).all(), f"layer {layer}: zeros elsewhere than transformers'"
@@ -107,7 +99,7 @@ def test_the_model_view_names_the_indexer_and_sees_its_zeros(checkpoint, capsys)
         assert per_token[1].startswith("keeps 10 numbers a token")
     view = tracer.model_view(str(folder), TEXT)
     for row, want in zip(view.layers, theirs):   # 14 tokens: each tile is the whole matrix
-        _close(np.asarray(row.tiles, dtype=np.float64), want["weights"], f"{name} layer {row.layer}: the view's tiles")
+        ts.close(np.asarray(row.tiles, dtype=np.float64), want["weights"], f"{name} layer {row.layer}: the view's tiles")
 
 
 def test_a_model_in_memory_is_traced_the_same(checkpoint):
@@ -118,7 +110,7 @@ def test_a_model_in_memory_is_traced_the_same(checkpoint):
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     trace = tracer.run(tracer.from_transformers(model, tokenizer, TEXT, layer=2))
     weights = np.stack([trace.rows(f"h{h}.weights") for h in range(trace.heads)])
-    _close(weights, theirs[2]["weights"], f"{name} layer 2 from memory: weights")
+    ts.close(weights, theirs[2]["weights"], f"{name} layer 2 from memory: weights")
     assert "idx.selected" in trace
 
 

@@ -82,6 +82,14 @@ def build(family: str, folder: Path, seed: int = 0):
     return model.double().eval()
 
 
+def close(got, want, what, tol=2e-6):
+    """Within the float32 of transformers' norms, rotary tables and indexer (its model is float64)."""
+    want = np.asarray(want, dtype=np.float64)
+    assert got.shape == want.shape, f"{what}: shape {got.shape}, expected {want.shape}"
+    err = np.abs(got - want).max() / max(1.0, np.abs(want).max())
+    assert err < tol, f"{what}: relative error {err:.2e}"
+
+
 def ids_of(folder: Path, text: str = TEXT) -> list[int]:
     return transformers.AutoTokenizer.from_pretrained(folder)(text)["input_ids"]
 
