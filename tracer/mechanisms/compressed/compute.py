@@ -115,8 +115,10 @@ def dropped_cells(trace, step) -> np.ndarray | None:
     from ..indexer.compute import DROPPABLE
     if step.head is None or step.kind not in DROPPABLE:
         return None
-    cells = dropped(trace)
-    return None if cells is None else cells.T if trace.columns else cells
+    if "dropped" not in trace.memo:   # asked on every step the TUI shows: built once a trace
+        cells = dropped(trace)
+        trace.memo["dropped"] = None if cells is None else cells.T if trace.columns else cells
+    return trace.memo["dropped"]
 
 
 def chosen_words(trace, step, row: int, col: int) -> str | None:

@@ -115,9 +115,11 @@ def dropped_cells(trace, step) -> np.ndarray | None:
     `dropped`)."""
     if step.head is None or step.kind not in DROPPABLE:
         return None
-    selected = trace.rows("idx.selected") != 0
-    dropped = np.tri(*selected.shape, dtype=bool) & ~selected
-    return dropped.T if trace.columns else dropped
+    if "dropped" not in trace.memo:   # asked on every step the TUI shows: n × n, built once a trace
+        selected = trace.rows("idx.selected") != 0
+        dropped = np.tri(*selected.shape, dtype=bool) & ~selected
+        trace.memo["dropped"] = dropped.T if trace.columns else dropped
+    return trace.memo["dropped"]
 
 
 def kept_words(trace, step, row: int, col: int) -> str | None:
