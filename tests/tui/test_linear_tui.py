@@ -86,3 +86,25 @@ def test_stepping_through_delta_rule_in_a_real_terminal():
         screen = term.wait_for("h0.state[2, 0]").replace("▕ ", "")   # the story's lines, joined
         assert "state after x2" in screen and "(0, 2) − (2, 0) = (−2, 2)" in screen, screen
         term.send("C-q")
+
+
+def test_the_state_panel_shows_the_corner_of_a_large_state():
+    """Redrawn on every cursor move: of an 8 × 8 state it formats the first 6 rows, columns and
+    entries (a real layer's is 128 × 128, about 50 000 numbers a move otherwise), and says so."""
+    import numpy as np
+
+    import tracer
+    from tui.widgets.state import SHOWN, StatePanel
+    rng = np.random.default_rng(4)
+    w = [rng.normal(size=(8, 8))]
+    trace = tracer.run(tracer.from_arrays(rng.normal(size=(5, 8)), w, w, w,
+                                          linear=dict(rule="delta", decay=0.5, beta=1.0)))
+    panel, shown = StatePanel(), []
+    panel.update = shown.append
+    panel.show_for(trace, trace.step("h0.state"), 2 * 8, 0)
+    text = str(shown[-1])
+    rows = [line for line in text.splitlines() if line.startswith("[")]
+    assert len(rows) == SHOWN == 6 and all(line.count("…") == 3 for line in rows)
+    assert "(8 × 8: the first 6 rows and columns)" in text and "k = (" in text
+    k = text.split("k = (")[1].split(")")[0].split(", ")
+    assert len(k) == SHOWN + 1 and k[-1] == "…"

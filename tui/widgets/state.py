@@ -14,14 +14,19 @@ from tracer.mechanisms.linear import keeps
 from tracer.mechanisms.linear.steps import token_state
 
 
+SHOWN = 6   # rows, columns and entries shown of a real layer's d_k × d_v state (128 × 128): the panel is
+#            redrawn on every cursor move, and only its corner fits beside the matrix anyway
+
+
 def _matrix(m, f) -> list[str]:
-    cells = [[f(x) for x in row] for row in m]
+    cells = [[f(x) for x in row[:SHOWN]] + (["…"] if len(row) > SHOWN else []) for row in m[:SHOWN]]
     width = max(len(c) for row in cells for c in row)
-    return ["[" + "  ".join(c.rjust(width) for c in row) + "]" for row in cells]
+    rows = ["[" + "  ".join(c.rjust(width) for c in row) + "]" for row in cells]
+    return rows + ([f"({len(m)} × {len(m[0])}: the first {SHOWN} rows and columns)"] if len(m) > SHOWN else [])
 
 
 def _vector(xs, f) -> str:
-    return "(" + ", ".join(f(x) for x in xs) + ")"
+    return "(" + ", ".join([f(x) for x in xs[:SHOWN]] + (["…"] if len(xs) > SHOWN else [])) + ")"
 
 
 def _side_by_side(blocks: list[tuple[str, list[str]]]) -> list[str]:
