@@ -68,3 +68,15 @@ async def test_the_new_steps_are_listed_and_explained(layer1):
         await pilot.press("full_stop")
         await settle(pilot)
         assert "layer 2 of 3: heavily_compressed_attention" in str(heads.query_one("#heads-title").render())
+
+
+@pilot_test
+async def test_enter_on_the_indexer_s_choice_opens_the_weights_of_that_entry(layer1):
+    """idx.selected is query × entry; the weights are query × (tokens, then entries): Enter on
+    (query 13, entry 1) lands on key column n + 1, that entry's weight."""
+    n = 14
+    async with opened(layer1, size=(160, 50)) as (app, pilot):
+        await go_to(pilot, "idx.selected")
+        await pilot.press(*["down"] * 13, "right", "enter")
+        await settle(pilot)
+        assert app.screen.step_id == "h0.weights" and app.screen.cell == (13, n + 1), app.screen.cell

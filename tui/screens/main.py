@@ -217,7 +217,11 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
     def action_why(self) -> None:
         """From the indexer's choice to what it did to the head: its weights, same query and key."""
         if self.quiz is None and self.trace is not None and self.step_id in ("idx.scores", "idx.selected"):
-            self.go(step_id("weights", self.head), self.cell)
+            row, col = self.cell
+            if "entry" in self.trace.step(self.step_id).axes:   # entries are the keys after the n tokens (V4)
+                n = self.trace.scenario.n
+                row, col = (row + n, col) if self.trace.columns else (row, col + n)
+            self.go(step_id("weights", self.head), (row, col))
 
     def on_matrix_view_cursor_moved(self, message: MatrixView.CursorMoved) -> None:
         if message.view is self.active_view() and self.trace is not None:
