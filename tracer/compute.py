@@ -22,6 +22,8 @@ from .mechanisms.rotary import frequencies
 from .mechanisms.rotary.rotation import rotate_one
 
 FUSED_CELLS = 1 << 20   # heads · n² from which the fused kernels pay for their compile time
+LARGE_COPY = 1 << 20     # numbers from which the heads' outputs are joined by NumPy alone
+THREADED_MACS = 1 << 24  # a product this large runs on numba's threads (see large)
 TINY_CELLS = 1 << 12    # heads · n² up to which the stage kernels may run uncompiled (see stages)
 BLOCK = 128             # queries per fused task (larger blocks: better use of each matrix product)
 _compiled: list = []    # set once the compiled stage kernels are in use
@@ -255,11 +257,18 @@ def tail(run, zs: list[np.ndarray]) -> dict:
     with np.errstate(all="ignore"):
         if sc.heads == 1:
             return after_heads(run, zs[0], K)
-        if run.engine == "fused":
+        if run.engine == "fused" or sc.n * sc.heads * sc.d_v >= LARGE_COPY:   # one copy, not a stack and a copy
             y = np.concatenate(zs, axis=1, out=pool.empty((sc.n, sc.heads * sc.d_v), run.dtype))
         else:
             y = K.concat(np.stack(zs))
         return {"concat": y, **after_heads(run, y, K)}
+
+
+def large(x: np.ndarray, w: np.ndarray) -> bool:
+    """Whether x·w is worth numba's threads (BLAS held to one thread in each) over one BLAS call: a
+    threaded BLAS call leaves its own threads spinning for a while after it returns, and they take
+    cycles from numba's threads in whatever parallel kernel runs next."""
+    return x.shape[0] * x.shape[1] * w.shape[-1] >= THREADED_MACS
 
 
 def after_heads(run, y: np.ndarray, K) -> dict:
@@ -268,7 +277,7 @@ def after_heads(run, y: np.ndarray, K) -> dict:
     sc, dt, got = run.scenario, run.dtype, {}
     if sc.w_o is not None:
         w_o = sc.cast(sc.w_o, dt)
-        y = matmul(y, w_o[None])[0] if run.engine == "fused" else K.project(y, w_o)
+        y = matmul(y, w_o[None])[0] if run.engine == "fused" or large(y, w_o) else K.project(y, w_o)
         y = got["out"] = y if sc.b_o is None else K.add_row(y, np.ascontiguousarray(sc.b_o, dtype=dt))
     if sc.compressed is not None:                                    # DeepSeek V4's grouped W_O
         from .mechanisms.compressed import compute as compressed

@@ -74,9 +74,12 @@ def matmul_heads(x, w, out, block: int) -> None:
 
 
 def rows_per_task(n: int, heads: int) -> int:
-    """Rows per matmul task: whole heads when there are enough of them, else a few blocks each."""
-    want = -(-n * heads // (4 * _threads()))   # about 4 tasks per thread
-    return min(n, max(ROWS, -(-want // ROWS) * ROWS))
+    """Rows per matmul task: whole heads when there are as many as threads, else each head in as many
+    blocks as it takes to give every thread one. Each task packs its head's whole weight matrix for
+    BLAS, so more, smaller tasks only repeat that (W_O, one 1024 × 2048 "head" on 2 threads, took
+    26 ms in 8 tasks and 20 ms in 2)."""
+    blocks = -(-_threads() // heads)
+    return min(n, max(ROWS, -(-n // blocks)))
 
 
 def matmul(x, w) -> np.ndarray:

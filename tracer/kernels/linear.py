@@ -17,6 +17,8 @@ from numba import njit, prange  # noqa: E402
 
 cache.listen()  # compile notices for a front end (tracer.on_compile)
 
+from .fastexp import exp64  # noqa: E402
+
 
 @njit(cache=True)
 def _recur(q, k, v, alpha, beta, delta, states, o):
@@ -166,14 +168,34 @@ def linear_heads(q, k, v, alpha, beta, delta, states, o, implicit):
 
 
 # ------------------------------------------------------------------ around the recurrence
-# The sums of mechanisms/linear/gates.py and formula.py, one pass a row, in float64 and rounded once
-# into `out` (the run's dtype), as the NumPy twins do; the activations after them are NumPy's
-# (vectorised exp and tanh, which a compiled loop would call one number at a time).
+# The sums of mechanisms/linear/gates.py and formula.py, one pass a row, in float64, the activation
+# on that float64 sum, rounded once into `out` (the run's dtype), as the NumPy twins do. e^x is
+# fastexp's, which vectorises (numba's math.exp is one library call a number).
+
+ACT_NONE, ACT_SILU, ACT_SIGMOID = 0, 1, 2
+ACTS = {None: ACT_NONE, "silu": ACT_SILU, "sigmoid": ACT_SIGMOID}
+
+
+@njit(fastmath={"contract"})
+def _activate(acc, e, act):
+    """acc ← act(acc) in place (a float64 row; e a scratch row as long): e^−acc in one loop and the
+    quotient in another, each of which vectorises (the two in one loop do not)."""
+    if act == ACT_NONE:
+        return
+    for c in range(acc.shape[0]):
+        e[c] = exp64(-acc[c])          # ∞ for acc < −709: SiLU's u/∞ = −0 and σ's 1/∞ = 0, their limits
+    if act == ACT_SILU:
+        for c in range(acc.shape[0]):
+            acc[c] = acc[c] / (1.0 + e[c])
+    else:
+        for c in range(acc.shape[0]):
+            acc[c] = 1.0 / (1.0 + e[c])
+
 
 @njit(parallel=True, cache=True)
-def conv(x, w, out):
-    """out[h, t] = Σ_j w[h, j] ⊙ x[h, t − K + 1 + j] (no tokens before the first): x, out heads × n ×
-    channels, w heads × K × channels (each tap's weights side by side)."""
+def conv(x, w, act, out):
+    """out[h, t] = act(Σ_j w[h, j] ⊙ x[h, t − K + 1 + j]) (no tokens before the first): x, out heads ×
+    n × channels, w heads × K × channels (each tap's weights side by side), act an ACT_ code."""
     heads, n, channels = x.shape
     K = w.shape[1]
     for task in prange(heads * n):
@@ -182,14 +204,16 @@ def conv(x, w, out):
         for j in range(max(0, K - 1 - t), K):
             for c in range(channels):
                 acc[c] += w[h, j, c] * x[h, t - K + 1 + j, c]
+        _activate(acc, np.empty(channels), act)
         for c in range(channels):
             out[h, t, c] = acc[c]
 
 
 @njit(parallel=True, cache=True)
-def norm_rows(x, gain, eps, mean, out):
+def norm_rows(x, gain, eps, mean, gate, act, out):
     """out[h, t] = x[h, t] ÷ √(Σ x[h, t]² + eps) ⊙ gain (the L2 norm), or ÷ √(mean x[h, t]² + eps)
-    where `mean` (the RMS norm)."""
+    where `mean` (the RMS norm); times act(gate[h, t]) where act is not ACT_NONE (the gated norm:
+    gate heads × n × d, else unread)."""
     heads, n, d = x.shape
     for task in prange(heads * n):
         h, t = task // n, task % n
@@ -197,5 +221,10 @@ def norm_rows(x, gain, eps, mean, out):
         for c in range(d):
             total += np.float64(x[h, t, c]) * x[h, t, c]
         r = 1.0 / np.sqrt((total / d if mean else total) + eps)
+        row = np.ones(d)
+        if act != ACT_NONE:
+            for c in range(d):
+                row[c] = gate[h, t, c]
+            _activate(row, np.empty(d), act)
         for c in range(d):
-            out[h, t, c] = x[h, t, c] * r * gain[c]
+            out[h, t, c] = x[h, t, c] * r * gain[c] * row[c]

@@ -35,11 +35,11 @@ def staged(sc, which: str, index: int, a: np.ndarray, compiled: bool = False) ->
     if w is not None:
         if compiled:   # the kernel's taps side by side: heads × K × channels
             taps = np.ascontiguousarray(w.transpose(0, 2, 1), dtype=np.float64)
-            a = got[f"{which}_conv"] = silu(_fused("conv", a, taps))
+            a = got[f"{which}_conv"] = _fused("conv", a, taps, _act("silu"))
         else:
             a = got[f"{which}_conv"] = causal_conv(a.astype(np.float64), w).astype(dt)
     if which != "v" and sc.linear["l2"]:
-        got[f"{which}_unit"] = _fused("norm_rows", a, np.ones(a.shape[-1]), L2_EPS, False) if compiled else \
+        got[f"{which}_unit"] = _fused("norm_rows", a, np.ones(a.shape[-1]), L2_EPS, False, a, _act(None)) if compiled else \
             l2norm(a.astype(np.float64)).astype(dt)
     return got
 
@@ -60,11 +60,16 @@ def gated_z(run, h: int, o: np.ndarray, ids: dict, compiled: bool = False) -> np
     if compiled:
         gate = matmul(source, run.scenario.cast(norm["w_z"], dt) if h == slice(0, len(norm["w_z"])) else
                       np.ascontiguousarray(norm["w_z"][h], dtype=dt))
-        act = silu(gate) if norm["act"] == "silu" else sigmoid(gate)
         gain = np.ascontiguousarray(norm["gain"], dtype=np.float64)
-        return _fused("norm_rows", o, gain, float(norm["eps"]), True) * act
+        return _fused("norm_rows", o, gain, float(norm["eps"]), True, gate, _act(norm["act"]))
     gate = np.matmul(source, norm["w_z"][h].astype(dt))
     return gated_rms_norm(o, gate, norm["gain"].astype(dt), dt.type(norm["eps"]), norm["act"]).astype(dt, copy=False)
+
+
+def _act(name: str | None) -> int:
+    """The compiled kernels' code for an activation (None, "silu" or "sigmoid")."""
+    from ...kernels import linear
+    return linear.ACTS[name]
 
 
 def _fused(name: str, a: np.ndarray, *args) -> np.ndarray:
