@@ -120,6 +120,19 @@ def group_kv(run, groups: list[int], first_ids: dict, per: int) -> list[dict]:
     return out
 
 
+def stacked(parts: list[np.ndarray]) -> np.ndarray:
+    """Arrays of one shape and dtype as one (len(parts) × …), to be read: a view where they lie one
+    after another in memory (group_kv hands out each group's share of one product so: a real layer's
+    keys and values, 8 MiB each, need no copy), else a new stack. (Writeable like its parts, so that
+    a compiled kernel reading it needs no second compilation for read-only arrays.)"""
+    first = parts[0]
+    if first.base is not None and all(p.base is first.base and p.flags.c_contiguous and p.dtype == first.dtype
+                                      and p.shape == first.shape and p.ctypes.data == first.ctypes.data + i * first.nbytes
+                                      for i, p in enumerate(parts)):
+        return np.lib.stride_tricks.as_strided(first, (len(parts), *first.shape), (first.nbytes, *first.strides))
+    return np.stack(parts)
+
+
 KV_KINDS = ("k", "v", "k_norm", "k_rot", "v_down", "v_norm")   # what a query head reads of its group
 
 

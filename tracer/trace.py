@@ -48,7 +48,7 @@ class Trace:
         self._later: dict = {}                   # id → what builds a step kept for when it is first read
         self._resident: OrderedDict[int, None] = OrderedDict()
         check_fits(scenario, self.dtype)
-        self.x = np.ascontiguousarray(scenario.x, dtype=self.dtype)   # rows orientation
+        self.x = scenario.cast(scenario.x, self.dtype)   # rows orientation (read only: kept per scenario)
         self._data["x"] = self.x
         self._ids = ids if ids is not None else head_ids(steps, scenario.heads, scenario.groups)
         self._done: set[int] = set()      # heads whose steps are computed (and not dropped since)

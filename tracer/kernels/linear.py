@@ -192,21 +192,27 @@ def _activate(acc, e, act):
             acc[c] = 1.0 / (1.0 + e[c])
 
 
+TOKENS = 64   # tokens per task of the kernels below (their scratch rows made once a task)
+
+
 @njit(parallel=True, cache=True)
 def conv(x, w, act, out):
     """out[h, t] = act(Σ_j w[h, j] ⊙ x[h, t − K + 1 + j]) (no tokens before the first): x, out heads ×
     n × channels, w heads × K × channels (each tap's weights side by side), act an ACT_ code."""
     heads, n, channels = x.shape
     K = w.shape[1]
-    for task in prange(heads * n):
-        h, t = task // n, task % n
-        acc = np.zeros(channels)
-        for j in range(max(0, K - 1 - t), K):
+    blocks = (n + TOKENS - 1) // TOKENS
+    for task in prange(heads * blocks):
+        h, t0 = task // blocks, (task % blocks) * TOKENS
+        acc, e = np.empty(channels), np.empty(channels)
+        for t in range(t0, min(n, t0 + TOKENS)):
+            acc[:] = 0.0
+            for j in range(max(0, K - 1 - t), K):
+                for c in range(channels):
+                    acc[c] += w[h, j, c] * x[h, t - K + 1 + j, c]
+            _activate(acc, e, act)
             for c in range(channels):
-                acc[c] += w[h, j, c] * x[h, t - K + 1 + j, c]
-        _activate(acc, np.empty(channels), act)
-        for c in range(channels):
-            out[h, t, c] = acc[c]
+                out[h, t, c] = acc[c]
 
 
 @njit(parallel=True, cache=True)
@@ -215,16 +221,18 @@ def norm_rows(x, gain, eps, mean, gate, act, out):
     where `mean` (the RMS norm); times act(gate[h, t]) where act is not ACT_NONE (the gated norm:
     gate heads × n × d, else unread)."""
     heads, n, d = x.shape
-    for task in prange(heads * n):
-        h, t = task // n, task % n
-        total = 0.0
-        for c in range(d):
-            total += np.float64(x[h, t, c]) * x[h, t, c]
-        r = 1.0 / np.sqrt((total / d if mean else total) + eps)
-        row = np.ones(d)
-        if act != ACT_NONE:
+    blocks = (n + TOKENS - 1) // TOKENS
+    for task in prange(heads * blocks):
+        h, t0 = task // blocks, (task % blocks) * TOKENS
+        row, e = np.ones(d), np.empty(d)
+        for t in range(t0, min(n, t0 + TOKENS)):
+            total = 0.0
             for c in range(d):
-                row[c] = gate[h, t, c]
-            _activate(row, np.empty(d), act)
-        for c in range(d):
-            out[h, t, c] = x[h, t, c] * r * gain[c] * row[c]
+                total += np.float64(x[h, t, c]) * x[h, t, c]
+            r = 1.0 / np.sqrt((total / d if mean else total) + eps)
+            if act != ACT_NONE:
+                for c in range(d):
+                    row[c] = gate[h, t, c]
+                _activate(row, e, act)
+            for c in range(d):
+                out[h, t, c] = x[h, t, c] * r * gain[c] * row[c]

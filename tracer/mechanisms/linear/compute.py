@@ -10,7 +10,7 @@ import numpy as np
 
 from ... import memory
 from ...kernels import matmul
-from ...projections import group_kv, key_values, latest, project_one, stacked_weights
+from ...projections import group_kv, key_values, latest, project_one, stacked, stacked_weights
 from .heads import all_heads, compiles
 from .reader import refuse_run
 from .stages import gated_z, staged
@@ -96,8 +96,8 @@ def _heads(run, heads: list[int], K) -> list[tuple[dict, bool]]:
     got_q, q_in = _stages(sc, "q", slice(heads[0], heads[-1] + 1), q, "query", compiled)
     got_q["q"] = q
     by_group = slice(groups[0], groups[-1] + 1)
-    got_k, k = _stages(sc, "k", by_group, np.stack([g[latest(g, "key")] for g in kv]), "key", compiled)
-    got_v, v = _stages(sc, "v", by_group, np.stack([g[latest(g, "value")] for g in kv]), "value", compiled)
+    got_k, k = _stages(sc, "k", by_group, stacked([g[latest(g, "key")] for g in kv]), "key", compiled)
+    got_v, v = _stages(sc, "v", by_group, stacked([g[latest(g, "value")] for g in kv]), "value", compiled)
     mine = [h // per - groups[0] for h in heads]   # each head's group, as the kernel reads it
     alpha, beta = gates(sc, slice(heads[0], heads[-1] + 1), dt)
     by_head = (lambda a: a) if mine == list(range(len(k))) else (lambda a: a[mine])   # each head's group

@@ -33,12 +33,12 @@ def all_heads(q: np.ndarray, k: np.ndarray, v: np.ndarray, alpha: np.ndarray, be
         compiled = compiles(heads, n, d_k, d_v)
     if not compiled:
         return _twin(q, k, v, alpha, beta, rule, states, implicit)
-    from ...kernels import blas
+    from ...kernels import blas, pool
     from ...kernels.linear import linear_heads
     dt = v.dtype
     kept = np.empty((heads, n if states else 0, d_k, d_v), dt)   # every cell written
     A = np.zeros((heads, n if implicit else 0, n), dt)
-    o = np.zeros((heads, n, d_v), dt)
+    o = pool.empty((heads, n, d_v), dt)   # every cell written
     b = beta if delta else np.zeros((heads, n), dt)
     with blas.one_thread():   # the kernel's threads each call BLAS (the implicit weights' blocks)
         linear_heads(q, k, v, alpha, np.ascontiguousarray(b), delta, kept, o, A)
