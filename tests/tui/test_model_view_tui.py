@@ -83,6 +83,28 @@ async def test_the_help_and_the_footer_list_m():
         assert "model view: every layer and head" in screen_text(app)
 
 
+@pilot_test
+async def test_keys_typed_faster_than_the_focus_moves_each_move_on_from_the_last():
+    """Left, Left, then the focus that the first Left asked for arrives (a frame late, as on a loaded
+    machine in a real terminal), then Left: three tiles left, not two (the cursor once followed the
+    late focus back: Enter opened head 2 where the teacher had moved to head 3)."""
+    from textual.events import DescendantFocus
+    async with opened("induction", size=(80, 24)) as (app, pilot):
+        await pilot.press("M")
+        await settle(pilot)
+        view = app.screen
+        view.at = (1, 3)
+        view.action_move(-1)
+        view.action_move(-1)
+        view.on_descendant_focus(DescendantFocus(view.tiles[1][2]))   # the first Left's focus, late
+        view.action_move(-1)
+        assert view.at == (1, 0)
+        view.on_descendant_focus(DescendantFocus(view.tiles[1][0]))   # the last one's
+        assert view.at == (1, 0) and view.asked == []
+        view.on_descendant_focus(DescendantFocus(view.tiles[1][3]))   # a click: the cursor follows
+        assert view.at == (1, 3)
+
+
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux for a real terminal")
 def test_a_teacher_finds_the_induction_head_in_a_real_terminal():
     with terminal("model", "tui", "induction", size=(80, 24)) as term:

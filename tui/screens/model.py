@@ -52,6 +52,7 @@ class ModelScreen(Screen[tuple | None]):
         self.start = (self.model["layer"], head)
         self.view, self.sort, self.note = None, 0, ""
         self.at: tuple[int, int] | None = None     # the cursor: (layer, tile position)
+        self.asked: list[HeadTile] = []            # tiles _go focused whose focus events have not come yet
         self.tiles: dict[int, list[HeadTile]] = {}
 
     def compose(self) -> ComposeResult:
@@ -162,6 +163,7 @@ class ModelScreen(Screen[tuple | None]):
         """The cursor to tile k of the layer (kept here, not read back from the focus, which moves
         a frame later: keys typed fast each move on from where the last one left it)."""
         self.at = (layer, k)
+        self.asked.append(self.tiles[layer][k])
         self.tiles[layer][k].focus()
         self._title()
 
@@ -169,7 +171,12 @@ class ModelScreen(Screen[tuple | None]):
         return None if self.at is None else self.tiles[self.at[0]][self.at[1]].head
 
     def on_descendant_focus(self, event) -> None:
+        """The cursor follows a focus that came from elsewhere (a click). The focus a key asked for
+        arrives a frame later, when the cursor may have moved on (keys typed fast): it moves nothing."""
         tile = event.widget
+        if tile in self.asked:
+            del self.asked[:self.asked.index(tile) + 1]
+            return
         if isinstance(tile, HeadTile) and tile in self.tiles.get(tile.layer_index, []):
             self.at = (tile.layer_index, self.tiles[tile.layer_index].index(tile))
             self._title()
