@@ -24,6 +24,8 @@ SCRIPT = textwrap.dedent("""
     warm._state["started"] = True   # a front end on a cold cache, without the background compile
     warm.enable()
     import tracer
+    compiled = []
+    tracer.on_compile(compiled.append)
 
     def every_step(trace):
         for s in trace.steps:
@@ -45,6 +47,7 @@ SCRIPT = textwrap.dedent("""
         for preset in ("exact", "by-hand"):
             every_step(tracer.run(name, preset))
         out[name] = tracer.run(name).engine
+    out["compiled"] = compiled
     print(json.dumps(out))
 """)
 
@@ -58,6 +61,7 @@ def test_every_builtin_and_an_output_bias_alone_run_first_in_a_fresh_process(tmp
     got = json.loads(done.stdout)
     assert set(names) <= set(got)
     assert got["only_bo_80"][0] == "numpy"   # the engine a cold cache runs larger layers on
+    assert got["compiled"] == []   # nothing waits for the compiler (a large W_O once sent GPT-2 small to it: 30 s)
     rng = np.random.default_rng(0)
     for n in (4, 80):   # the same numbers as the script drew, through plain NumPy
         x, w = rng.normal(size=(n, 6)), [rng.normal(size=(6, 3)) for _ in range(2)]

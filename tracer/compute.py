@@ -277,7 +277,8 @@ def after_heads(run, y: np.ndarray, K) -> dict:
     sc, dt, got = run.scenario, run.dtype, {}
     if sc.w_o is not None:
         w_o = sc.cast(sc.w_o, dt)
-        y = matmul(y, w_o[None])[0] if run.engine == "fused" or large(y, w_o) else K.project(y, w_o)
+        threaded = run.engine == "fused" or run.engine == "stages" and large(y, w_o)   # not the NumPy engine's
+        y = matmul(y, w_o[None])[0] if threaded else K.project(y, w_o)
         y = got["out"] = y if sc.b_o is None else K.add_row(y, np.ascontiguousarray(sc.b_o, dtype=dt))
     if sc.compressed is not None:                                    # DeepSeek V4's grouped W_O
         from .mechanisms.compressed import compute as compressed
