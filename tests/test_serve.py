@@ -159,11 +159,14 @@ def _running(pid: int) -> bool:
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads the process tree from /proc")
 def test_a_session_ends_when_its_server_is_killed():
     """A server killed outright (SIGKILL: no shutdown of its own) left each session's app running
-    for ever, waiting on pipes nobody reads; the session now ends with its server."""
+    for ever, waiting on pipes nobody reads; the session now ends with its server. The server is
+    started as `nohup attnsim serve` starts it, with SIGHUP ignored, which its sessions inherit (they
+    once outlived it so)."""
     import aiohttp
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "tui", "serve", "by_hand", "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
 
     async def session_then_kill() -> set[int]:
         token = re.search(r"\?token=(\S+)", proc.stdout.readline()).group(1)

@@ -29,6 +29,7 @@ def end_with_server() -> None:
     server = os.environ.pop(SERVER, "")
     if not server.isdigit():
         return
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)   # `nohup attnsim serve` hands its sessions SIGHUP ignored
     if sys.platform.startswith("linux"):
         import ctypes
         with contextlib.suppress(OSError, AttributeError):
