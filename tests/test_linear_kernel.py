@@ -1,6 +1,7 @@
 """The compiled linear attention kernel (tracer/kernels/linear.py, through mechanisms/linear/heads.py)
 against its NumPy twin (formula.py, itself checked against references in test_linear_formula.py): every
-rule, float64 and float32, grouped heads, lengths below, at and across the kernel's blocks."""
+rule, float64 and float32, grouped heads, lengths below, at and across the kernel's blocks, value
+heads narrower and wider than the four channels the recurrence walks at once."""
 from __future__ import annotations
 
 import numpy as np
@@ -22,8 +23,9 @@ def layer(n: int, heads: int, groups: int, d_k: int, d_v: int, rule: str, dtype,
 
 @pytest.mark.parametrize("rule", ["delta", "decay", "kda"])
 @pytest.mark.parametrize("n", [1, 7, CHUNK, 2 * CHUNK + 9])
-def test_compiled_equals_the_twin_in_float64(rule, n):
-    args = layer(n, 4, 2, 5, 3, rule, np.float64)
+@pytest.mark.parametrize("d_v", [3, 9])   # the kernel walks value channels four at a time, then the rest
+def test_compiled_equals_the_twin_in_float64(rule, n, d_v):
+    args = layer(n, 4, 2, 5, d_v, rule, np.float64)
     twin = all_heads(*args, rule, compiled=False)
     fast = all_heads(*args, rule, compiled=True)
     for got, want in zip(fast, twin):
