@@ -141,3 +141,26 @@ async def test_the_diff_view_shows_a_small_step_whole_at_100_by_30():
         for view in app.screen.query("#sides MatrixView").results(MatrixView):
             want = view.natural()
             assert view.size.width + 0 >= want.width - 2 and view.size.height >= want.height - 2, view.id
+
+
+@pilot_test
+async def test_the_key_bar_is_built_again_only_when_what_it_shows_changes():
+    """Textual rebuilds a footer at every change of focus; the key bar keeps its keys while they stay
+    what they were (a step on, the focus moved), and shows the keys that fit when the width changes."""
+    from textual.widgets._footer import FooterKey
+
+    from tui.widgets.fit import KeyBar
+    async with opened("by_hand", size=(200, 40)) as (app, pilot):
+        bar = app.screen.query_one(KeyBar)
+        keys = list(bar.query(FooterKey))
+        assert "? help" in screen_text(app).splitlines()[-1]
+        await pilot.press("n")
+        app.screen.focus_next()
+        await settle(pilot)
+        assert app.screen.focused is not None and list(bar.query(FooterKey)) == keys
+        await pilot.resize_terminal(80, 24)
+        await settle(pilot)
+        narrow = list(bar.query(FooterKey))
+        assert 0 < len(narrow) < len(keys) and not set(narrow) & set(keys)
+        line = screen_text(app).splitlines()[-1]
+        assert "? help" in line and "M model" not in line

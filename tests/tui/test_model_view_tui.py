@@ -10,7 +10,7 @@ import pytest
 import tracer
 from tui.screens.model import ModelScreen
 
-from tui_helpers import opened, pilot_test, screen_text, settle, status_text, terminal
+from tui_helpers import opened, pilot_test, screen_text, settle, status_text, terminal, until
 
 pytest.importorskip("safetensors")
 pytest.importorskip("tokenizers")
@@ -60,7 +60,8 @@ async def test_a_taller_model_scrolls_at_80_by_24(checkpoint):
         assert last.region.bottom > rows.region.bottom        # the last layer's tiles are below the fold
         await pilot.press("down", "down")
         await settle(pilot)
-        assert view.focused is last and rows.scroll_y > 0 and last.region.bottom <= rows.region.bottom
+        assert view.focused is last
+        assert await until(pilot, lambda: rows.scroll_y > 0 and last.region.bottom <= rows.region.bottom)
         await pilot.press("escape")
         assert app.screen is not view and app.screen.trace.scenario.model["layer"] == 0
 

@@ -44,6 +44,17 @@ async def settle(pilot, timeout: float = 180.0) -> None:
     raise AssertionError("the trace never appeared")
 
 
+async def until(pilot, condition, timeout: float = 10.0) -> bool:
+    """Whether `condition()` came true within `timeout` seconds of the app running: for what the app
+    does a moment after a key, as a person sees it (the scroll that brings a focused tile into sight
+    waits for the next refresh, then glides)."""
+    for _ in range(int(timeout / 0.02)):
+        if condition():
+            return True
+        await pilot.pause(0.02)
+    return condition()
+
+
 @asynccontextmanager
 async def opened(*args, size=(100, 30)):
     app = AttnApp(*args)

@@ -36,6 +36,22 @@ class KeyBar(Footer):
     """The footer with only the keys that fit whole, in order; `?` (first) lists them all."""
 
     PALETTE = 12   # the command palette's key, docked right: "▏^p palette "
+    _shown: tuple | None = None   # what the bar was last composed from
+
+    def _keys(self) -> tuple:
+        """What compose draws from: the width and each shown binding as the screen has it now."""
+        return (self.size.width, self.compact, self.show_command_palette, self._bindings_ready,
+                tuple((b.key, self.app.get_key_display(b), b.description, b.action, b.group, enabled, tooltip)
+                      for _, b, enabled, tooltip in self.screen.active_bindings.values() if b.show))
+
+    async def recompose(self) -> None:
+        # Textual recomposes the footer at every change of focus, and most leave its keys as they
+        # were: building its keys again (a score of widgets, each styled) took a third of a step's time
+        keys = self._keys() if self.is_attached else None
+        if keys is not None and keys == self._shown:
+            return
+        self._shown = keys
+        await super().recompose()
 
     def compose(self):
         room, full = self.size.width - self.PALETTE, False
