@@ -20,6 +20,26 @@ cache.listen()  # compile notices for a front end (tracer.on_compile)
 from .fastexp import exp64  # noqa: E402
 
 
+@njit(inline="always", fastmath={"reassoc", "contract"})
+def _four(St, j, a, k, q, ahead, w, o, error, next_v, zero):
+    """Rows j … j + 3 of Sᵀ decayed and written, and their reads (into o) and next errors."""
+    w0, w1, w2, w3 = w[j], w[j + 1], w[j + 2], w[j + 3]
+    read0, read1, read2, read3 = zero, zero, zero, zero
+    pred0, pred1, pred2, pred3 = zero, zero, zero, zero
+    for i in range(St.shape[1]):
+        ai, ki, qi, ci = a[i], k[i], q[i], ahead[i]
+        s0 = St[j, i] * ai + ki * w0
+        s1 = St[j + 1, i] * ai + ki * w1
+        s2 = St[j + 2, i] * ai + ki * w2
+        s3 = St[j + 3, i] * ai + ki * w3
+        St[j, i], St[j + 1, i], St[j + 2, i], St[j + 3, i] = s0, s1, s2, s3
+        read0, read1, read2, read3 = read0 + s0 * qi, read1 + s1 * qi, read2 + s2 * qi, read3 + s3 * qi
+        pred0, pred1, pred2, pred3 = pred0 + s0 * ci, pred1 + s1 * ci, pred2 + s2 * ci, pred3 + s3 * ci
+    o[j], o[j + 1], o[j + 2], o[j + 3] = read0, read1, read2, read3
+    error[j], error[j + 1] = next_v[j] - pred0, next_v[j + 1] - pred1
+    error[j + 2], error[j + 3] = next_v[j + 2] - pred2, next_v[j + 3] - pred3
+
+
 @njit(cache=True, fastmath={"reassoc", "contract"})
 def _recur(q, k, v, alpha, beta, delta, states, o):
     """One head: S decays (α per token or per key channel), then takes the write (the delta rule:
@@ -51,42 +71,7 @@ def _recur(q, k, v, alpha, beta, delta, states, o):
                 ahead[i] = (alpha[t + 1, i] if per_channel else alpha[t + 1, 0]) * k[t + 1, i]
         next_v = v[min(t + 1, n - 1)]
         for j in range(0, d_v - 3, 4):   # (a bound of d_v − d_v % 4 ran 4× slower)
-            w0 = w[j]
-            w1 = w[j + 1]
-            w2 = w[j + 2]
-            w3 = w[j + 3]
-            read0 = zero
-            read1 = zero
-            read2 = zero
-            read3 = zero
-            pred0 = zero
-            pred1 = zero
-            pred2 = zero
-            pred3 = zero
-            for i in range(d_k):
-                ai = a[i]
-                ki = k[t, i]
-                qi = q[t, i]
-                ci = ahead[i]
-                s0 = St[j, i] * ai + ki * w0
-                s1 = St[j + 1, i] * ai + ki * w1
-                s2 = St[j + 2, i] * ai + ki * w2
-                s3 = St[j + 3, i] * ai + ki * w3
-                St[j, i] = s0
-                St[j + 1, i] = s1
-                St[j + 2, i] = s2
-                St[j + 3, i] = s3
-                read0 += s0 * qi
-                read1 += s1 * qi
-                read2 += s2 * qi
-                read3 += s3 * qi
-                pred0 += s0 * ci
-                pred1 += s1 * ci
-                pred2 += s2 * ci
-                pred3 += s3 * ci
-            o[t, j], o[t, j + 1], o[t, j + 2], o[t, j + 3] = read0, read1, read2, read3
-            error[j], error[j + 1] = next_v[j] - pred0, next_v[j + 1] - pred1
-            error[j + 2], error[j + 3] = next_v[j + 2] - pred2, next_v[j + 3] - pred3
+            _four(St, j, a, k[t], q[t], ahead, w, o[t], error, next_v, zero)
         for j in range(d_v - d_v % 4, d_v):
             read, pred = zero, zero
             for i in range(d_k):
