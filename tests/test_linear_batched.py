@@ -148,3 +148,18 @@ def test_lightning_s_norm_over_every_head_in_a_lazy_trace(monkeypatch, layer, co
         z = o[h] / rms * gain[h] / (1 + np.exp(-(x @ a["w_z"][h])))
         np.testing.assert_allclose(trace.rows(f"h{h}.o"), o[h], rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(trace.rows(f"h{h}.z"), z, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
+def test_an_output_beyond_float32_is_named_on_either_engine(monkeypatch, layer, compiled):
+    """Keys and values of 1e13 fit float32; the outputs S_tᵀ·q_t they make (≈ 1e39) do not: the
+    trace names head 1's o (the first head that leaves the range), where float64 runs."""
+    monkeypatch.setattr(compute, "compiles", lambda *sizes: compiled)
+    q = np.array(layer["q"])
+    q[0] *= 1e-30   # head 0 stays in range
+    sc = tracer.from_arrays(np.full((N, D), 1e13), list(q), list(layer["k"]), list(layer["v"]),
+                            defaults=dict(scale="none"), linear=dict(rule="decay", decay=np.ones((HEADS, N))))
+    tracer.run(sc, dtype="float64", lazy=False)
+    with pytest.raises(tracer.ScenarioError) as info:
+        tracer.run(sc, dtype="float32", lazy=False)
+    assert info.value.field == "h1.o", str(info.value)

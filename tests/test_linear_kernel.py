@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracer.kernels.linear import CHUNK
 from tracer.mechanisms.linear.heads import all_heads
@@ -64,3 +66,19 @@ def test_mismatched_arrays_are_refused_before_the_kernel():
         all_heads(q, k, v, alpha.astype(np.float32), beta, "delta", compiled=True)
     with pytest.raises(ValueError, match="multiple of key heads"):
         all_heads(np.concatenate([q, q, q]), np.concatenate([k, k, k]), v, alpha, beta, "delta", compiled=True)
+
+
+@settings(max_examples=40, deadline=None)
+@given(shape=st.tuples(st.integers(1, 4), st.integers(1, 9), st.integers(1, 9)), dtype=st.sampled_from([np.float32, np.float64]),
+       spots=st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from([np.inf, -np.inf, np.nan, "max", "tiny"])), max_size=4))
+def test_each_head_is_found_finite_or_not_as_numpy_says(shape, dtype, spots):
+    """The compiled check of what left the range (x·0 summed) against np.isfinite, head by head: the
+    largest and the smallest finite numbers are finite, ±∞ and NaN are not."""
+    from tracer.kernels.linear import finite_heads
+    a = np.random.default_rng(len(spots)).normal(size=shape).astype(dtype)
+    info = np.finfo(dtype)
+    for at, value in spots:
+        a.flat[at % a.size] = info.max if value == "max" else info.tiny if value == "tiny" else value
+    ok = np.empty(shape[0], np.bool_)
+    finite_heads(a, ok)
+    np.testing.assert_array_equal(ok, np.isfinite(a).all(axis=(1, 2)))

@@ -188,6 +188,18 @@ def linear_heads(q, k, v, alpha, beta, delta, states, o, implicit):
             _implicit(q[g], k[g], alpha[h], beta[h], delta, implicit[h])
 
 
+@njit(parallel=True, cache=True, fastmath={"reassoc"})
+def finite_heads(a, ok):
+    """ok[h] = whether a[h] holds no ∞ nor NaN (a: heads × n × d): x·0 is NaN exactly for those, and
+    the sum of them vectorises, where np.isfinite(a[h]).all() builds a boolean array a head."""
+    for h in prange(a.shape[0]):
+        t = 0.0
+        for i in range(a.shape[1]):
+            for j in range(a.shape[2]):
+                t += a[h, i, j] * 0.0
+        ok[h] = t == 0.0
+
+
 # ------------------------------------------------------------------ around the recurrence
 # The sums of mechanisms/linear/gates.py and formula.py, one pass a row, in float64, the activation
 # on that float64 sum, rounded once into `out` (the run's dtype), as the NumPy twins do. e^x is

@@ -107,6 +107,8 @@ def _heads(run, heads: list[int], K) -> list[tuple[dict, bool]]:
     # far larger, when first read, head by head (tracer.Trace.rows)
     got = all_heads(*parts, sc.linear["rule"], states=not compiled, implicit=not compiled, compiled=compiled)
     z = gated_z(run, slice(heads[0], heads[-1] + 1), got.o, run.plan_ids(heads[0]), compiled)
+    # what left the range reaches o and z (a state's ∞ too: o_t = S_tᵀ·q̂_t, and ∞·0 is NaN)
+    finite = _finite(got.o, compiled) & _finite(z, compiled)
     out = []
     for i, h in enumerate(heads):
         g = mine[i]
@@ -119,10 +121,18 @@ def _heads(run, heads: list[int], K) -> list[tuple[dict, bool]]:
         if beta is not None:
             arrays["beta"] = beta[i][:, None]
         ids = run.plan_ids(h)
-        steps = {ids[kind]: a for kind, a in arrays.items() if kind in ids}
-        # what left the range reaches o and z (a state's ∞ too: o_t = S_tᵀ·q̂_t, and ∞·0 is NaN)
-        out.append((steps, all(np.isfinite(steps[ids[kind]]).all() for kind in ("o", "z"))))
+        out.append(({ids[kind]: a for kind, a in arrays.items() if kind in ids}, bool(finite[i])))
     return out
+
+
+def _finite(a: np.ndarray, compiled: bool) -> np.ndarray:
+    """Per head (a's first axis): whether it holds no ∞ nor NaN."""
+    if not compiled:
+        return np.isfinite(a).all(axis=tuple(range(1, a.ndim)))
+    from ...kernels.linear import finite_heads
+    ok = np.empty(a.shape[0], np.bool_)
+    finite_heads(np.ascontiguousarray(a), ok)
+    return ok
 
 
 def _later(parts: tuple, i: int, rule: str, kind: str):
