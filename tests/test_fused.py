@@ -308,3 +308,18 @@ def test_a_tiny_trace_runs_its_kernels_uncompiled_with_the_same_numbers():
                   "print(all(np.allclose(a[s.id], b[s.id], rtol=1e-15, atol=0) for a, b in zip(runs, again)"
                   " for s in a.steps))").split()
     assert out == ["False", "True", "True"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="OpenBLAS is found by its loaded library on Linux")
+def test_every_openblas_loaded_is_held_to_one_thread_inside_a_parallel_kernel():
+    """SciPy's OpenBLAS (numba's np.dot) and NumPy's own (a 64-bit build whose names end in 64_):
+    each on one thread while a parallel kernel runs, each given back its threads after."""
+    from tracer.kernels import blas
+    assert blas.can_limit()   # loads SciPy's
+    maps = open("/proc/self/maps").read()
+    libraries = {line.split()[-1] for line in maps.splitlines() if "openblas" in line.lower()}
+    assert len(blas._api) == len(libraries)   # one control for each library, numpy's among them
+    before = [get() for _, get in blas._api]
+    with blas.one_thread():
+        assert [get() for _, get in blas._api] == [1] * len(libraries)
+    assert [get() for _, get in blas._api] == before

@@ -31,9 +31,11 @@ def _find() -> list:
             lib = ctypes.CDLL(path)
         except OSError:
             continue
-        for prefix in ("scipy_openblas", "scipy_openblas64_", "openblas"):
+        # SciPy's, NumPy's 64-bit build (its names end in 64_), a plain OpenBLAS
+        for prefix, suffix in (("scipy_openblas", ""), ("scipy_openblas", "64_"), ("openblas", "")):
             try:
-                found.append((getattr(lib, prefix + "_set_num_threads"), getattr(lib, prefix + "_get_num_threads")))
+                found.append((getattr(lib, f"{prefix}_set_num_threads{suffix}"),
+                              getattr(lib, f"{prefix}_get_num_threads{suffix}")))
                 break
             except AttributeError:
                 continue
