@@ -10,6 +10,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tracer
 
@@ -323,3 +325,17 @@ def test_every_openblas_loaded_is_held_to_one_thread_inside_a_parallel_kernel():
     with blas.one_thread():
         assert [get() for _, get in blas._api] == [1] * len(libraries)
     assert [get() for _, get in blas._api] == before
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 600), end=st.integers(0, 600), dtype=st.sampled_from([np.float32, np.float64]),
+       masked=st.floats(0, 1), seed=st.integers(0, 2**16))
+def test_a_rows_max_is_numpys_at_every_length(n, end, dtype, masked, seed):
+    """The row helper's max (sixteen running maxima up to 256 keys, lanes of 64 past them) against
+    np.max over the first `end` keys, some of them masked to −∞; −∞ for none."""
+    from tracer.kernels.fused import _max
+    rng = np.random.default_rng(seed)
+    a = rng.normal(scale=1e3, size=n).astype(dtype)
+    a[rng.random(n) < masked] = -np.inf
+    end = min(end, n)
+    assert _max(a, end) == (a[:end].max() if end else -np.inf)

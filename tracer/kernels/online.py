@@ -7,7 +7,8 @@ the very same arithmetic. The row helpers are the fused kernels' (scale, mask, p
 
 numba's disk cache is keyed by this file alone: a change to the fused kernels' row helpers it inlines
 (the by-hand floor that takes a quotient within rounding of a whole number as that number, since
-QK-norm) must come with a change here, or a stale compiled copy keeps the old arithmetic.
+QK-norm; a row's max in sixteen running maxima, since issue 38) must come with a change here, or a
+stale compiled copy keeps the old code.
 """
 import math
 
