@@ -29,9 +29,10 @@ def _rescale(old, new, rule):
 
 
 @njit
-def _row(a, i, j0, rule, allowed, m, keep_scores):
-    """One query's block scores (a, in place: scaled, masked, then powers); returns (new max,
-    rescale, sum of the block's powers, whether the scores were finite)."""
+def _row(a, i, j0, rule, allowed, m, keep_scores, keep):
+    """One query's block scores (a, in place: scaled, masked, then powers), the masked scores copied
+    into keep_scores when kept; returns (new max, rescale, sum of the block's powers, whether the
+    scores were finite)."""
     w = a.shape[0]
     if rule.scale != SCALE_NONE:
         _scale(a, rule.scale, rule.c)
@@ -44,7 +45,8 @@ def _row(a, i, j0, rule, allowed, m, keep_scores):
         for j in range(w):
             if not allowed[i, j0 + j]:
                 a[j] = -np.inf
-    keep_scores[:] = a
+    if keep:
+        keep_scores[:] = a
     new, r = 0.0, 1.0
     if rule.stable:
         new = max(m, _max(a, end)) if end > 0 else m
@@ -88,12 +90,13 @@ def online_heads(qkv, state, z, tiles, bad, rule, allowed, block, rows_per_task,
                     keep_s[:] = -np.inf
                     new, rs, part, ok = m[r], 1.0, 0.0, True
                 else:
-                    new, rs, part, ok = _row(s[r], i, j0, rule, allowed, m[r], keep_s)
+                    new, rs, part, ok = _row(s[r], i, j0, rule, allowed, m[r], keep_s, keep)
                 if not ok:
                     bad[h] = 1
                 total[r] = rs * total[r] + part
-                for c in range(d_v):
-                    acc[r, c] = rs * acc[r, c]
+                if rs != 1.0:   # the max moved (× 1 changes nothing: most blocks after the first few)
+                    for c in range(d_v):
+                        acc[r, c] = rs * acc[r, c]
                 m[r] = new
                 state[0, h, i, j], state[1, h, i, j], state[2, h, i, j] = new, rs, total[r]
                 if keep:
