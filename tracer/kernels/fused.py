@@ -153,7 +153,8 @@ def _relu(a):
 @njit(fastmath={"reassoc"})
 def _finite(a):
     """No inf or NaN in a (x·0 is NaN exactly for those): a hidden −∞ score would otherwise
-    become a 0 weight without a word."""
+    become a 0 weight without a word. online.py and linear.py (a head's outputs) inline it in
+    kernels cached by their own files: a change here comes with one there."""
     t = 0.0
     for j in range(a.shape[0]):
         t += a[j] * 0.0

@@ -18,6 +18,7 @@ from numba import njit, prange  # noqa: E402
 cache.listen()  # compile notices for a front end (tracer.on_compile)
 
 from .fastexp import exp64  # noqa: E402
+from .fused import _finite  # noqa: E402
 
 
 @njit(inline="always", fastmath={"reassoc", "contract"})
@@ -188,16 +189,13 @@ def linear_heads(q, k, v, alpha, beta, delta, states, o, implicit):
             _implicit(q[g], k[g], alpha[h], beta[h], delta, implicit[h])
 
 
-@njit(parallel=True, cache=True, fastmath={"reassoc"})
+@njit(parallel=True, cache=True)
 def finite_heads(a, ok):
-    """ok[h] = whether a[h] holds no ∞ nor NaN (a: heads × n × d): x·0 is NaN exactly for those, and
-    the sum of them vectorises, where np.isfinite(a[h]).all() builds a boolean array a head."""
+    """ok[h] = whether a[h] holds no ∞ nor NaN (a: heads × n × d), by the fused kernels' row check
+    (x·0 summed), where np.isfinite(a[h]).all() builds a boolean array a head. This file's cache
+    keeps a compiled copy of that check: a change to it comes with a change here."""
     for h in prange(a.shape[0]):
-        t = 0.0
-        for i in range(a.shape[1]):
-            for j in range(a.shape[2]):
-                t += a[h, i, j] * 0.0
-        ok[h] = t == 0.0
+        ok[h] = _finite(a[h].reshape(-1))
 
 
 # ------------------------------------------------------------------ around the recurrence
