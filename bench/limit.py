@@ -4,8 +4,10 @@ The limit of a trace is the fewest GEMM FLOPs its layer needs (the projections, 
 weight products over the causal triangle only: `bench.cases.flops`) at the best GEMM rate reached
 here (a 2048³ float32 matrix product on every thread, PyTorch when installed, else NumPy), plus the
 trace's bytes at the rate memory takes writes: the best of one core's (`fill`) and every core's (a
-numba `prange` fill, PyTorch's `fill_`), each over a buffer touched beforehand. One core cannot
-saturate memory on a many-core machine, so a limit counted with one core's rate is no limit there.
+numba `prange` fill, PyTorch's `fill_`, and a numba fill by streaming stores, which skip the read of
+each line that an ordinary store makes first: the trace writes its steps so), each over a buffer
+touched beforehand. One core cannot saturate memory on a many-core machine, so a limit counted with
+one core's rate is no limit there; nor is one counted with ordinary stores for a trace that streams.
 The contenders run in turn, one of each per round; the figure is the median trace time ÷ the limit.
 A second limit adds the masked half of the score product: the `scores` step records q·k for every
 pair, masked or not (the mask is its own step), so a full trace cannot skip it. The linear twin
@@ -54,6 +56,15 @@ def writers() -> dict:
         for i in prange(a.size):
             a[i] = value
     ways["write, numba prange"] = lambda: fill(buf, np.float32(2.0))
+    from tracer.kernels.stream import fence, stream
+
+    @njit(parallel=True)
+    def streamed(a, row):
+        for r in prange(a.shape[0]):
+            stream(a[r], row)
+        fence()
+    rows, row = buf.reshape(-1, 4096), np.full(4096, 4.0, np.float32)
+    ways["write, numba streaming"] = lambda: streamed(rows, row)   # stores that skip the caches (the trace's)
     try:
         import torch
         t = torch.from_numpy(buf)

@@ -339,3 +339,16 @@ def test_a_rows_max_is_numpys_at_every_length(n, end, dtype, masked, seed):
     a[rng.random(n) < masked] = -np.inf
     end = min(end, n)
     assert _max(a, end) == (a[:end].max() if end else -np.inf)
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 300), offset=st.integers(0, 20), dtype=st.sampled_from([np.float32, np.float64]))
+def test_a_streamed_row_lands_whole_wherever_it_starts(n, offset, dtype):
+    """stream() writes whole cache lines by streaming stores and the ends by ordinary ones: at any
+    length and any start (rows of a step rarely begin on a line), dst gets src and nothing past it."""
+    from tracer.kernels.stream import stream
+    raw = np.full(n + 40, -1.0, dtype)
+    src = np.arange(1, n + 1, dtype=dtype) * 0.5
+    stream(raw[offset:offset + n], src)
+    np.testing.assert_array_equal(raw[offset:offset + n], src)
+    assert (raw[:offset] == -1).all() and (raw[offset + n:] == -1).all()

@@ -18,6 +18,7 @@ import numba  # noqa: E402
 from numba import njit, prange  # noqa: E402
 
 from .fastexp import exp_row  # noqa: E402
+from .stream import fence as _fence, stream as _stream  # noqa: E402
 from .stages import WHOLE32, WHOLE64  # noqa: E402
 
 cache.listen()  # compile notices for a front end (tracer.on_compile)
@@ -174,50 +175,51 @@ def trace_heads(qkv, rec, rule, allowed, block, threads):
     group's, read by heads/groups query heads in turn); rec.grid holds the n × n steps
     (rec.slots say where: scores, scaled, masked, exp, weights), rec.sums is heads × n × 1, rec.z
     heads × n × d_v; rec.bad[h] becomes 1 when head h's scores or scaled scores hold an inf or NaN;
-    threads: numba's thread count (one scratch block each; asked here, it would stop caching)."""
+    threads: numba's thread count (one scratch block each; asked here, it would stop caching).
+
+    A row is worked in a scratch row of its thread, each step in place, and each step's values go
+    out to the grid by streaming stores (stream.py): the grid is written once and never read here."""
     q, k, v = qkv
     grid, slots, sums, z, bad = rec
     c = rule.c
     heads, n = q.shape[0], q.shape[1]
     blocks = (n + block - 1) // block
     causal = rule.mask == MASK_CAUSAL
-    scratch = np.empty((threads, block * n), dtype=q.dtype)
+    scratch = np.empty((threads, block * n + n), dtype=q.dtype)
     for t in prange(heads * blocks):
         h = t // blocks
         g = h * k.shape[0] // q.shape[0]   # the key/value head it reads (grouped-query)
         b0 = _zigzag(t % blocks, blocks) * block
         b1 = min(n, b0 + block)
-        s = grid[slots[SCORES], h]
-        np.dot(q[h, b0:b1], k[g].T, s[b0:b1])
         width = b1 if causal else n              # keys any query of the block may attend
-        p = scratch[numba.get_thread_id(), :(b1 - b0) * width].reshape((b1 - b0, width))
+        buf = scratch[numba.get_thread_id()]
+        a = buf[block * n:]                      # the row being worked
+        s = buf[:(b1 - b0) * n].reshape((b1 - b0, n))
+        np.dot(q[h, b0:b1], k[g].T, s)
+        # the weights for BLAS, contiguous (zeros past the diagonal): row r overwrites only rows ≤ r of s
+        p = buf[:(b1 - b0) * width].reshape((b1 - b0, width))
         for i in range(b0, b1):
-            cur = s[i]
+            a[:] = s[i - b0]
+            _stream(grid[slots[SCORES], h, i], a)
             if rule.scale != SCALE_NONE:
-                a = grid[slots[SCALED], h, i]
-                a[:] = cur
                 _scale(a, rule.scale, c)
-                cur = a
-            if not (_finite(s[i]) and _finite(cur)):
+                _stream(grid[slots[SCALED], h, i], a)
+            if not (_finite(s[i - b0]) and _finite(a)):
                 bad[h] = 1
             end = n
             if rule.mask != MASK_NONE:
-                a = grid[slots[MASKED], h, i]
-                a[:] = cur
                 end = _mask(a, i, rule.mask, allowed)
-                cur = a
-            w = grid[slots[WEIGHTS], h, i]
+                _stream(grid[slots[MASKED], h, i], a)
             if rule.norm == NORM_SOFTMAX:
-                e = grid[slots[EXP], h, i]
-                e[:end] = cur[:end]
-                sums[h, i, 0] = _softmax_powers(e, end, rule)
-                w[:] = e
-                _divide(w, sums[h, i, 0])
+                sums[h, i, 0] = _softmax_powers(a, end, rule)
+                _stream(grid[slots[EXP], h, i], a)
+                _divide(a, sums[h, i, 0])
             else:
-                w[:] = cur
-                _relu(w)
-            p[i - b0, :] = w[:width]             # contiguous copy for BLAS (zeros past the diagonal)
+                _relu(a)
+            _stream(grid[slots[WEIGHTS], h, i], a)
+            p[i - b0, :] = a[:width]
         np.dot(p, v[g, :width], z[h, b0:b1])
+        _fence()
 
 
 @njit(parallel=True, cache=True)
