@@ -352,3 +352,21 @@ def test_a_streamed_row_lands_whole_wherever_it_starts(n, offset, dtype):
     stream(raw[offset:offset + n], src)
     np.testing.assert_array_equal(raw[offset:offset + n], src)
     assert (raw[:offset] == -1).all() and (raw[offset + n:] == -1).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(k=st.integers(-4, 12), odd=st.booleans(), dtype=st.sampled_from([np.float32, np.float64]),
+       seed=st.integers(0, 2**16))
+def test_scaling_by_a_power_of_two_is_the_division_bit_for_bit(k, odd, dtype, seed):
+    """÷c is a product by 1/c when c is a power of two (√64 = 8): the same number to the last bit,
+    subnormals, infinities and NaN included; any other c still divides."""
+    from tracer.kernels.fused import SCALE_DIVIDE, _scale
+    rng = np.random.default_rng(seed)
+    info = np.finfo(dtype)
+    a = np.concatenate([rng.normal(scale=1e3, size=40), rng.uniform(-1, 1, 20) * info.tiny * 4,
+                        rng.uniform(-1, 1, 10) * info.max, [np.inf, -np.inf, np.nan, 0.0, -0.0]]).astype(dtype)
+    c = 2.0 ** k * (1.4142135623730951 if odd else 1.0)
+    with np.errstate(over="ignore"):   # c < 1 takes the largest numbers past the dtype's range: inf
+        want = (a.astype(np.float64) / c).astype(dtype)
+    _scale(a, SCALE_DIVIDE, c)
+    np.testing.assert_array_equal(a, want)

@@ -7,6 +7,7 @@ compiled kernel serves every arithmetic (the `rule` codes), so each compiles onc
 readable per-stage kernels in `kernels.py` stay the reference, used for small scenarios.
 """
 
+import math
 from collections import namedtuple
 
 import numpy as np
@@ -44,7 +45,8 @@ def _powers(a, end, shift, power, base):
     else:  # pow, so that small integer powers (3² = 9) come out exact, as in kernels.base_powers
         for j in range(end):
             a[j] = base ** (a[j] - shift)
-    a[end:] = 0.0
+    for j in range(end, a.shape[0]):   # a loop, not a[end:]: a view per row costs two atomic counts
+        a[j] = 0.0
 
 
 @njit(fastmath={"reassoc"})
@@ -99,8 +101,13 @@ def _max16(a, end):
 @njit
 def _scale(a, mode, c):
     if mode == SCALE_DIVIDE:
-        for j in range(a.shape[0]):
-            a[j] = a[j] / c
+        if math.frexp(c)[0] == 0.5:   # c = 2^k (√64 = 8): x·2^-k is x/c exactly, and a product is far quicker
+            inv = 1.0 / c
+            for j in range(a.shape[0]):
+                a[j] = a[j] * inv
+        else:
+            for j in range(a.shape[0]):
+                a[j] = a[j] / c
     elif mode == SCALE_FLOOR:   # as kernels.stages.floor_divide: a quotient within rounding of a whole number is it
         tol = WHOLE64 if a.itemsize == 8 else WHOLE32
         for j in range(a.shape[0]):
@@ -115,7 +122,8 @@ def _mask(a, i, mode, allowed):
     (i + 1 under a causal mask, all of them otherwise)."""
     if mode == MASK_CAUSAL:
         end = min(i + 1, a.shape[0])
-        a[end:] = -np.inf
+        for j in range(end, a.shape[0]):
+            a[j] = -np.inf
         return end
     if mode == MASK_MATRIX:
         for j in range(a.shape[0]):
@@ -271,14 +279,26 @@ def attend_heads(qkv, out, rule, allowed, block, threads):
 
 
 @njit(parallel=True, cache=True)
-def matmul_heads(x, w, out, block):
+def matmul_heads(x, w, wide, y, out, block):
     """out[h] = x·w[h] for every h, in tasks of `block` rows: the projections (and W_O, as one
     'head') on the same threads as the attention kernels, whose idle threads would otherwise
-    spin against a second thread pool."""
-    heads, n = w.shape[0], x.shape[0]
+    spin against a second thread pool. Several heads are first laid side by side in `wide`
+    (d × heads·m) and each block of rows takes one product with all of them into y (n × heads·m),
+    then hands each head its columns: a product per head of few columns packed x's rows for BLAS
+    once per head (GPT-2 small's 12 heads of 64 columns, 2 threads: 5.2 against 4.1 ms)."""
+    heads, d, m = w.shape
+    n = x.shape[0]
     blocks = (n + block - 1) // block
-    for t in prange(heads * blocks):
-        h = t // blocks
-        b0 = (t % blocks) * block
-        b1 = min(n, b0 + block)
-        np.dot(x[b0:b1], w[h], out[h, b0:b1])
+    if heads == 1:
+        for t in prange(blocks):
+            b0, b1 = t * block, min(n, t * block + block)
+            np.dot(x[b0:b1], w[0], out[0, b0:b1])
+        return
+    for r in prange(d):
+        for h in range(heads):
+            wide[r, h * m:(h + 1) * m] = w[h, r]
+    for t in prange(blocks):
+        b0, b1 = t * block, min(n, t * block + block)
+        np.dot(x[b0:b1], wide, y[b0:b1])
+        for h in range(heads):
+            out[h, b0:b1] = y[b0:b1, h * m:(h + 1) * m]
