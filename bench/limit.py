@@ -56,7 +56,7 @@ def writers() -> dict:
         for i in prange(a.size):
             a[i] = value
     ways["write, numba prange"] = lambda: fill(buf, np.float32(2.0))
-    from tracer.kernels.stream import fence, stream
+    from tracer.kernels.simd import fence, stream
 
     @njit(parallel=True)
     def streamed(a, row):

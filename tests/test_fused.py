@@ -346,7 +346,7 @@ def test_a_rows_max_is_numpys_at_every_length(n, end, dtype, masked, seed):
 def test_a_streamed_row_lands_whole_wherever_it_starts(n, offset, dtype):
     """stream() writes whole cache lines by streaming stores and the ends by ordinary ones: at any
     length and any start (rows of a step rarely begin on a line), dst gets src and nothing past it."""
-    from tracer.kernels.stream import stream
+    from tracer.kernels.simd import stream
     raw = np.full(n + 40, -1.0, dtype)
     src = np.arange(1, n + 1, dtype=dtype) * 0.5
     stream(raw[offset:offset + n], src)
