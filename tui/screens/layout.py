@@ -162,3 +162,4 @@ class FitMixin:
             # the plan's size exactly: a title longer than the panel is cut with … (else panels overlap)
             view.styles.min_width = 0
             view.styles.width, view.styles.height = size.width, size.height
+            view.settle(size)

@@ -135,6 +135,26 @@ class MatrixView(ScrollView):
         title = min(self._title_w, len(self.full_title.split(" · ")[0]) + 7) if tight else self._title_w
         return Size(max(width + 2, title), height + 2)
 
+    def settle(self, size: Size) -> None:
+        """Readies the panel for the outer `size` it is about to be given (layout.fit): its
+        scrollbars, its title cut to fit, and the bottom border's count of what lies out of sight.
+        Left until Textual has resized it, each would draw the panel again and scrollbars that come
+        or go would lay the whole screen out again: a frame or two more per step of a large matrix."""
+        inner = size - self.styles.gutter.totals
+        width, height = self.virtual_size
+        across, down = width > inner.width, height > inner.height
+        across = across or down and width > inner.width - self.styles.scrollbar_size_vertical
+        down = down or across and height > inner.height - self.styles.scrollbar_size_horizontal
+        self.styles.overflow_x, self.styles.overflow_y = ("scroll" if across else "hidden"), ("scroll" if down else "hidden")
+        self.show_horizontal_scrollbar, self.show_vertical_scrollbar = across, down
+        if self._horizontal_scrollbar is not None or across:
+            self.horizontal_scrollbar.display = across
+        if self._vertical_scrollbar is not None or down:
+            self.vertical_scrollbar.display = down
+        self._clip_title(size.width)
+        view = self._view(size)
+        self._mark_more(view, self._revealed(*(self.cursor if self.has_cursor else self._first_lit()), view))
+
     @property
     def cell_width(self) -> int:
         return self._cell_w
@@ -156,10 +176,16 @@ class MatrixView(ScrollView):
         return self.scale.text(self.array[row, col]) + ("·" if self.is_dimmed(row, col) else "")
 
     # ------------------------------------------------------------ scrolling
-    def _view(self) -> tuple[int, int]:
-        """Data columns (in characters) and data rows that fit in the widget."""
-        region = self.scrollable_content_region
-        return max(1, region.width - self._label_w), max(1, region.height - 1)
+    def _view(self, size: Size | None = None) -> tuple[int, int]:
+        """Data columns (in characters) and data rows that fit in the widget, or in the outer `size`
+        it is about to get (its scrollbars settled for it)."""
+        if size is None:
+            width, height = self.scrollable_content_region.size
+        else:
+            inner = size - self.styles.gutter.totals
+            width = inner.width - self.show_vertical_scrollbar * self.styles.scrollbar_size_vertical
+            height = inner.height - self.show_horizontal_scrollbar * self.styles.scrollbar_size_horizontal
+        return max(1, width - self._label_w), max(1, height - 1)
 
     def _first_lit(self) -> tuple[int, int]:
         return min(self.lit) if self.lit else (0, 0)
@@ -168,8 +194,12 @@ class MatrixView(ScrollView):
         """Scrolls just enough for (row, col) to be visible."""
         if not self.array.size:
             return
-        width, height = self._view()
-        x, y = self.scroll_offset
+        self.scroll_to(*self._revealed(row, col, self._view()), animate=False, force=True)
+
+    def _revealed(self, row: int, col: int, view: tuple[int, int]) -> tuple[int, int]:
+        """The scroll offset that shows (row, col) in a data area of `view`, moved as little as can be."""
+        width, height = view
+        x, y = (round(v) for v in self.scroll_offset)
         cw = self.cell_width
         if row < y:
             y = row
@@ -179,10 +209,12 @@ class MatrixView(ScrollView):
             x = col * cw
         elif (col + 1) * cw > x + width:
             x = (col + 1) * cw - width
-        self.scroll_to(x, y, animate=False, force=True)
+        rows, cols = self.array.shape
+        return max(0, min(x, cols * cw - width)), max(0, min(y, rows - height))   # as Textual clamps a scroll
 
-    def _clip_title(self) -> None:
-        room = self.size.width - 4 if self.size.width else len(self.full_title)   # the corners and a space each side
+    def _clip_title(self, width: int | None = None) -> None:
+        width = width or self.size.width
+        room = width - 4 if width else len(self.full_title)   # the corners and a space each side
         self._border("border_title", clip(self.full_title, room))
 
     def on_resize(self) -> None:
@@ -197,15 +229,16 @@ class MatrixView(ScrollView):
         super().watch_scroll_y(old, new)
         self._mark_more()
 
-    def _mark_more(self) -> None:
+    def _mark_more(self, view: tuple[int, int] | None = None, offset: tuple[int, int] | None = None) -> None:
         """Says on the bottom border how many columns and rows lie out of sight, and which way:
-        a thin scrollbar alone is easy to miss, and a student must know the matrix goes on."""
+        a thin scrollbar alone is easy to miss, and a student must know the matrix goes on. (`view`
+        and `offset`: the data area and scroll it is about to have, else those it has.)"""
         rows, cols = self.array.shape
-        if not self.array.size or not self.size.width:
+        if not self.array.size or not (view or self.size.width):
             self._border("border_subtitle", "")
             return
-        width, height = self._view()
-        x, y = (round(v) for v in self.scroll_offset)
+        width, height = view or self._view()
+        x, y = offset or (round(v) for v in self.scroll_offset)
         cw = self.cell_width
         left, right = -(-x // cw), max(0, cols - (x + width) // cw)
         above, below = y, max(0, rows - y - height)
