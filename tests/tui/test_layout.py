@@ -165,3 +165,40 @@ async def test_the_key_bar_is_built_again_only_when_what_it_shows_changes():
         assert not set(bar.query(FooterKey)) & set(keys)
         assert await until(pilot, lambda: "M model" not in screen_text(app).splitlines()[-1])
         assert "? help" in screen_text(app).splitlines()[-1]
+
+
+@pilot_test
+async def test_a_panel_is_ready_for_its_size_before_the_layout_gives_it(monkeypatch):
+    """Every step of gpt_causal at 80 × 24, by `n`: each panel's scrollbars, title and count of what
+    lies out of sight are settled for the size the layout will give it, so the resize changes none of
+    them (each change would draw the panel again, a scrollbar come or gone lay the screen out again),
+    and what was settled is what the resized panel needs: a scrollbar exactly where it can scroll."""
+    after_resize = []
+    on_resize, border = MatrixView.on_resize, MatrixView._border
+
+    def resized(self):
+        self._resizing = True
+        try:
+            on_resize(self)
+        finally:
+            self._resizing = False
+
+    def watched(self, name, text):
+        if getattr(self, "_resizing", False) and self._borders.get(name) != text:
+            after_resize.append((self.id, name, text))
+        border(self, name, text)
+    monkeypatch.setattr(MatrixView, "on_resize", resized)
+    monkeypatch.setattr(MatrixView, "_border", watched)
+    async with opened("gpt_causal", size=(80, 24)) as (app, pilot):
+        trace = app.screen.trace
+        ids = [s.id for s in trace.steps if s.head in (None, 0)]
+        after_resize.clear()   # the first layout, when the app opened: no size was known before it
+        for step_id in ids[1:]:
+            await pilot.press("n")
+            await settle(pilot)
+            assert app.screen.step_id == step_id
+            for view in app.screen.query(MatrixView).results(MatrixView):
+                if view.display:
+                    assert view.show_horizontal_scrollbar == (view.max_scroll_x > 0), (step_id, view.id)
+                    assert view.show_vertical_scrollbar == (view.max_scroll_y > 0), (step_id, view.id)
+        assert after_resize == [], after_resize

@@ -151,7 +151,7 @@ class MatrixView(ScrollView):
             self.horizontal_scrollbar.display = across
         if self._vertical_scrollbar is not None or down:
             self.vertical_scrollbar.display = down
-        self._clip_title(size.width)
+        self._clip_title(inner.width)
         view = self._view(size)
         self._mark_more(view, self._revealed(*(self.cursor if self.has_cursor else self._first_lit()), view))
 
