@@ -73,6 +73,7 @@ class MatrixView(ScrollView):
         # re-layout draws the whole panel again, and it is the same lines
         self._lines: dict[tuple, Strip] = {}
         self._borders: dict[str, str] = {}   # the border texts last set (see _border)
+        self._scrolled_for: tuple | None = None   # the sizes the scrollbars were last updated for
 
     # ------------------------------------------------------------ feeding it
     def show(self, array: np.ndarray, row_labels: list[str], col_labels: list[str], *, title: str = "",
@@ -176,6 +177,15 @@ class MatrixView(ScrollView):
         return self.scale.text(self.array[row, col]) + ("·" if self.is_dimmed(row, col) else "")
 
     # ------------------------------------------------------------ scrolling
+    def _scroll_update(self, virtual_size: Size) -> None:
+        """Textual calls this at every layout of the screen, for every scrollable widget, and draws
+        its scrollbars again each time even when nothing changed (a step of a large matrix: two
+        layouts, scrollbars drawn three times): here, only when a size or an overflow did."""
+        key = (virtual_size, self.container_size, self.styles.overflow_x, self.styles.overflow_y)
+        if key != self._scrolled_for:
+            self._scrolled_for = key
+            super()._scroll_update(virtual_size)
+
     def _view(self, size: Size | None = None) -> tuple[int, int]:
         """Data columns (in characters) and data rows that fit in the widget, or in the outer `size`
         it is about to get (its scrollbars settled for it)."""
