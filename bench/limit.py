@@ -56,15 +56,7 @@ def writers() -> dict:
         for i in prange(a.size):
             a[i] = value
     ways["write, numba prange"] = lambda: fill(buf, np.float32(2.0))
-    from tracer.kernels.simd import fence, stream
-
-    @njit(parallel=True)
-    def streamed(a, row):
-        for r in prange(a.shape[0]):
-            stream(a[r], row)
-        fence()
-    rows, row = buf.reshape(-1, 4096), np.full(4096, 4.0, np.float32)
-    ways["write, numba streaming"] = lambda: streamed(rows, row)   # stores that skip the caches (the trace's)
+    ways["write, numba streaming"] = streaming(buf)
     try:
         import torch
         t = torch.from_numpy(buf)
@@ -72,6 +64,23 @@ def writers() -> dict:
     except ImportError:
         pass
     return ways
+
+
+def streaming(buf: np.ndarray):
+    """A call that writes every float32 of `buf` (touched beforehand) on numba's threads by streaming
+    stores, which skip the caches as the trace's steps do (tracer/kernels/simd.py)."""
+    from numba import njit, prange
+
+    from tracer.kernels.simd import fence, stream
+
+    @njit(parallel=True)
+    def streamed(a, row):
+        for r in prange(a.shape[0]):
+            stream(a[r], row)
+        fence()
+    cut = buf.size - buf.size % 4096
+    rows, row = buf[:cut].reshape(-1, 4096), np.full(4096, 4.0, np.float32)
+    return lambda: streamed(rows, row)
 
 
 def best(call, reps: int = 5) -> float:
