@@ -7,14 +7,15 @@ import numba; the first call of a compiled kernel does.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .jit import namespace as stage_kernels
 
 __all__ = ["attend_heads", "attend_token", "matmul", "matmul_heads", "online_heads", "rule", "stage_kernels",
            "trace_heads"]
-ROWS = 128   # queries per task of the online kernel
-MATMUL_ROWS = 32   # rows per matmul task, at least (fewer: BLAS spends more on packing than on the product)
+ROWS = 128   # rows per matmul task, at least; queries per task of the online kernel
 
 
 def _fused():
@@ -66,28 +67,29 @@ def attend_heads(q, k, v, out, rule, allowed, block: int) -> None:
 
 
 def matmul_heads(x, w, out, block: int) -> None:
-    """out[h] = x·w[h] for every head h, on numba's threads, in tasks of `block` rows."""
-    from . import blas, pool
+    """out[h] = x·w[h] for every head h, on numba's threads."""
+    from . import blas
     _check("matmul_heads", x, w, out)
     assert out.shape == (w.shape[0], x.shape[0], w.shape[2]) and x.shape[1] == w.shape[1], "matmul_heads: shapes"
-    heads, d, m = w.shape
-    wide, y = (pool.empty(shape if heads > 1 else (1, 1), x.dtype) for shape in ((d, heads * m), (x.shape[0], heads * m)))
     with blas.one_thread():
-        _fused().matmul_heads(x, w, wide, y, out, block)
+        _fused().matmul_heads(x, w, out, block)
 
 
-def rows_per_task(n: int) -> int:
-    """Rows per matmul task: a block a thread, of MATMUL_ROWS rows at least. Each task packs the
-    whole weight matrix for BLAS, so more, smaller tasks only repeat that (W_O of 1024 × 2048 on 2
-    threads took 26 ms in 8 tasks, 20 in 2)."""
-    return min(n, max(MATMUL_ROWS, -(-n // _threads())))
+def rows_per_task(n: int, heads: int) -> int:
+    """Rows per matmul task: each head in the fewest blocks that make the tasks a whole number of
+    rounds of the threads (12 heads on 2 threads: whole heads; on 16: 4 blocks each, 3 rounds; one
+    "head", W_O: a block a thread). Each task packs its head's whole weight matrix for BLAS, so more,
+    smaller tasks only repeat that (W_O of 1024 × 2048 on 2 threads took 26 ms in 8 tasks, 20 in 2)."""
+    threads = _threads()
+    blocks = threads // math.gcd(heads, threads)
+    return min(n, max(ROWS, -(-n // blocks)))
 
 
 def matmul(x, w) -> np.ndarray:
     """x·w[h] for every head h (w: heads × d × m) into one heads × n × m array, on numba's threads."""
     from . import pool
     out = pool.empty((w.shape[0], x.shape[0], w.shape[2]), x.dtype)
-    matmul_heads(x, w, out, rows_per_task(x.shape[0]))
+    matmul_heads(x, w, out, rows_per_task(x.shape[0], w.shape[0]))
     return out
 
 
