@@ -179,7 +179,7 @@ def trace_heads(qkv, rec, rule, allowed, block, threads):
     threads: numba's thread count (one scratch block each; asked here, it would stop caching).
 
     A row is worked in a scratch row of its thread, each step in place, and each step's values go
-    out to the grid by streaming stores (stream.py): the grid is written once and never read here."""
+    out to the grid by streaming stores (simd.py): the grid is written once and never read here."""
     q, k, v = qkv
     grid, slots, sums, z, bad = rec
     c = rule.c

@@ -1,11 +1,12 @@
 """What numba's loops do not give on their own, written as vector code: streaming stores, and a
 row's max four vectors at a time.
 
-Streaming stores: a row written straight to memory, past the caches. A trace writes its n × n steps once and reads none of them back while it runs. An ordinary store
-first reads its cache line from memory (to own it), then writes it back: twice the traffic. A
-streaming (non-temporal) store writes whole lines and skips the read: on this project's machine one
-core wrote 26 GB/s so, against 8.6 GB/s with ordinary stores (`python -m bench.limit` measures both).
-The values written are the same; only the path to memory differs.
+Streaming stores write a row straight to memory, past the caches. A trace writes its n × n steps
+once and reads none of them back while it runs. An ordinary store first reads its cache line from
+memory (to own it), then writes it back: twice the traffic. A streaming (non-temporal) store writes
+whole lines and skips the read: on a 2-core Xeon one core wrote 26 GB/s so, against 8.6 GB/s with
+ordinary stores (`python -m bench.limit` measures both). The values are the same; only the path to
+memory differs.
 """
 from llvmlite import ir
 from numba import njit, types
