@@ -173,6 +173,7 @@ def _write_pdfs(tmp: Path, sheets: list) -> None:
     except BaseException:
         if child is not None:
             child.terminate()   # this side failed: the folder is about to go, and the key with it
+            child.join()        # gone first: else it may write key.pdf into the folder being removed
         raise
     if child is None:
         key()
