@@ -150,9 +150,12 @@ class FitMixin:
             story += state.get_content_height(work.size, work.size, max(1, width - 3))
         plan = arrange(width, work.size.height, current.natural(), [v.natural() for v in views], story + 1,
                        [v.natural(tight=True) for v in views])
-        matrices.set_classes(f"-{plan.mode}")
+        # the mode as two styles, not a class of #matrices: a class changed restyles every panel and
+        # scrollbar under it (7 ms of a step of a large matrix, as when x's lone panel gains sources)
+        matrices.styles.layout = "vertical" if plan.mode == "stack" else "horizontal"
         matrices.styles.height = plan.height
         inputs = self.query_one("#inputs")
+        inputs.styles.layout = "vertical" if plan.mode == "side" else "horizontal"
         if plan.mode == "side":
             inputs.styles.width, inputs.styles.height = plan.sources[0].width if views else 0, plan.height
         else:
