@@ -25,11 +25,13 @@ def pilot_test(fn):
 
 
 async def settle(pilot, timeout: float = 180.0) -> None:
-    """Waits for the tracer's workers and the messages they post."""
+    """Waits for the tracer's workers, the messages they post and the frames they ask for."""
     app = pilot.app
 
     def settled() -> bool:
-        return not app.workers._workers and getattr(app.screen, "trace", True) is not None
+        screen = app.screen   # and no frame pending: a resize lays out, then fits, then lays out again
+        drawn = not (screen._layout_required or screen._dirty_widgets or screen._callbacks)
+        return drawn and not app.workers._workers and getattr(screen, "trace", True) is not None
 
     for _ in range(int(timeout / 0.02)):
         await pilot.pause()
