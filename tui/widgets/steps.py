@@ -4,15 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
+from textual.geometry import Region
 from textual.message import Message
-from textual.widgets import Static
+from textual.strip import Strip
+from textual.widget import Widget
 
 MIN_WIDTH, MAX_WIDTH = 13, 22   # characters of a line: "▶ h0.weights", and at most what a narrow screen spares
+TITLE, HINT, HERE, HEAD, MORE = (Style.parse(s) for s in ("bold", "dim", "bold reverse", "cyan", "dim"))
+SHARED = Style()
 
 
-class StepList(Static):
-    """Click a step to go there; the screen moves the marker with `n` / `p`."""
+class StepList(Widget):
+    """Click a step to go there; the screen moves the marker with `n` / `p`. Drawn line by line:
+    a step redraws the lines whose text or style changed (the marker's two), not the whole list."""
 
     @dataclass
     class Chosen(Message):
@@ -23,32 +30,42 @@ class StepList(Static):
         self.ids: list[str] = []
         self._top = 0    # lines above the first step
         self._lines: list[str | None] = []   # the step id on each listed line (None: a "more" line)
+        self._drawn: list[tuple[str, Style]] = []   # each line's text and style
 
     def show(self, steps, current: str, head: int, heads: int) -> None:
-        text = Text()
+        drawn = []
         self._top = 0
         if heads > 1:
-            text.append(f"head {head} (0–{heads - 1})\n", style="bold")
-            text.append("[ ] switch\n", style="dim")
+            drawn += [(f"head {head} (0–{heads - 1})", TITLE), ("[ ] switch", HINT)]
             self._top = 2
         self.ids = [s.id for s in steps]
         # as wide as the longest id (h0.blk0.rescale), within bounds: a wrapped id reads as two steps
         width = min(MAX_WIDTH, max([MIN_WIDTH] + [len(i) + 2 for i in self.ids]))
         self.styles.width = width + 2   # the padding and the border
-        shown = self._window(steps, current)
         self._lines = []
-        for n, step in enumerate(shown):
+        for step in self._window(steps, current):
             if isinstance(step, str):   # a "more" line: the list is longer than the panel
-                text.append(step.ljust(width), style="dim")
+                drawn.append((step.ljust(width), MORE))
                 self._lines.append(None)
             else:
                 here = step.id == current
                 line = f"{'▶' if here else ' '} {step.id}"
                 line = (line if len(line) <= width else line[:width - 1] + "…").ljust(width)
-                text.append(line, style="bold reverse" if here else ("" if step.head is None else "cyan"))
+                drawn.append((line, HERE if here else SHARED if step.head is None else HEAD))
                 self._lines.append(step.id)
-            text.append("\n" if n < len(shown) - 1 else "")
-        self.update(text)
+        old, self._drawn = self._drawn, drawn
+        for y in range(max(len(old), len(drawn))):
+            if y >= len(old) or y >= len(drawn) or old[y] != drawn[y]:
+                self.refresh(Region(0, y, self.size.width, 1))
+
+    def render_line(self, y: int) -> Strip:
+        text, style = self._drawn[y] if y < len(self._drawn) else ("", SHARED)
+        base = self.rich_style   # the panel's colours, under the line's own
+        return Strip([Segment(text, base + style)]).adjust_cell_length(self.scrollable_content_region.width, base)
+
+    def render(self) -> Text:
+        """The whole list as text (what the lines draw)."""
+        return Text("\n").join(Text(text, style) for text, style in self._drawn)
 
     def _window(self, steps, current: str) -> list:
         """The steps that fit the panel's height, around the current one, with a line saying how
