@@ -72,6 +72,7 @@ class MatrixView(Scrolling, ScrollView):
         # drawn lines by (line, scroll, width, cursor): a border's title or count changing after a
         # re-layout draws the whole panel again, and it is the same lines
         self._lines: dict[tuple, Strip] = {}
+        self._padded: dict[float, str] = {}   # a value's cell text, fitted and padded to the cell width
         self._borders: dict[str, str] = {}   # the border texts last set (see _border)
         self._scrolled_for: tuple | None = None   # the sizes the scrollbars were last updated for
 
@@ -197,20 +198,21 @@ class MatrixView(Scrolling, ScrollView):
     def _redraw(self, layout: bool = False) -> None:
         """What is drawn changed: every line is drawn anew (not a title's change, nor a scroll)."""
         self._lines.clear()
+        self._padded.clear()
         self.refresh(layout=layout)
 
     def render_line(self, y: int) -> Strip:
-        key = (y, self.scroll_offset, self.scrollable_content_region.width, self.cursor)
+        full = self.scrollable_content_region.width   # once a line: Textual works it out anew each time
+        key = (y, self.scroll_offset, full, self.cursor)
         strip = self._lines.get(key)
         if strip is None:
             if len(self._lines) > 4 * max(1, self.size.height):
                 self._lines.clear()
-            strip = self._lines[key] = self._render_line(y)
+            strip = self._lines[key] = self._render_line(y, full)
         return strip
 
-    def _render_line(self, y: int) -> Strip:
-        width, _ = self._view()
-        full = self.scrollable_content_region.width
+    def _render_line(self, y: int, full: int) -> Strip:
+        width = max(1, full - self._label_w)   # as _view: the data area's columns
         rows, cols = self.array.shape
         sx, sy = self.scroll_offset
         cw = self.cell_width
@@ -228,18 +230,33 @@ class MatrixView(Scrolling, ScrollView):
                 return Strip.blank(full)
             name = _fit(self.row_labels[r], MAX_LABEL).strip().ljust(self._label_w - 1) + " "
             corner = [Segment(name, LABEL_AT if r == cur_r else LABEL_LIT if r in self._lit_rows else LABEL)]
-            line, scale, lit = self.array[r], self.scale, self.lit
-            hidden = self.hidden[r] if self.hidden is not None else None
-            dim = self.dimmed[r] if self.dimmed is not None else None
+            # the row's visible cells as Python values at once: a NumPy scalar per cell costs more
+            # than the cell's text (a large matrix draws a few hundred cells a step)
+            values = self.array[r, first:last].tolist()
+            hidden = self.hidden[r, first:last].tolist() if self.hidden is not None else None
+            dim = self.dimmed[r, first:last].tolist() if self.dimmed is not None else None
+            lit = {c for rr, c in self.lit if rr == r}
+            if r == cur_r:
+                lit.discard(cur_c)
+            scale, padded = self.scale, self._padded
             cells = []
-            for c in range(first, last):
-                value = line[c]
-                blank = hidden is not None and hidden[c]
-                dropped = dim is not None and dim[c] and not blank
-                style = (CURSOR if (r, c) == (cur_r, cur_c) else LIT if (r, c) in lit
-                         else HIDDEN if blank else DIMMED if dropped else scale.style(value))
-                text = self.hide_text if blank else scale.text(value) + ("·" if dropped else "")
-                cells.append((_fit(text, cw - 1).rjust(cw), style))
+            for n, value in enumerate(values):
+                c = first + n
+                blank = hidden is not None and hidden[n]
+                if blank or (dim is not None and dim[n]):
+                    text = self.hide_text if blank else scale.text(value) + "·"
+                    cells.append((_fit(text, cw - 1).rjust(cw), HIDDEN if blank else DIMMED))
+                else:
+                    text = padded.get(value)
+                    if text is None:
+                        text = _fit(scale.text(value), cw - 1).rjust(cw)
+                        if value == value:   # a NaN is never found again: not kept
+                            padded[value] = text
+                    cells.append((text, scale.style(value)))
+                if c == cur_c and r == cur_r:
+                    cells[-1] = (cells[-1][0], CURSOR)
+                elif c in lit:
+                    cells[-1] = (cells[-1][0], LIT)
         return Strip(corner + _visible(cells, first * cw - sx, cw, width)).adjust_cell_length(full)
 
 
