@@ -138,7 +138,7 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
         self.query_one(StepInfo).show(step, axes, trace.warnings,
                                       trace.scenario if step.id == "x" else None, notes(trace, step),
                                       lesson=trace.scenario)
-        self.show_cell()
+        self.show_cell(fit=False)
         self.fit()
         self._measure_ahead(step)
 
@@ -171,7 +171,9 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
     def _tol(self) -> float:
         return tolerance(self.trace.dtype)  # the tracer's: a few ulps of the dtype
 
-    def show_cell(self) -> None:
+    def show_cell(self, fit: bool = True) -> None:
+        """The cursor's cell: its sources lit in their panels and its story; `fit`: the panels are
+        fitted again when one was shown, hidden or changed (show_step fits them once, after)."""
         trace, step = self.trace, self.trace.step(self.step_id)
         panels = input_panels(trace, step, *self.cell)[:PANELS]
         other = other_head_panel(trace, step) if self.compare else None
@@ -207,7 +209,7 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
             self.query_one(StatePanel).show_for(trace, step, *self.cell)
         else:   # a quiz: the state would give the answers away
             self.query_one(StatePanel).display = False
-        if redrawn:
+        if redrawn and fit:
             self.fit()
 
     def on_key(self, event) -> None:
