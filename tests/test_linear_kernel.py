@@ -52,6 +52,18 @@ def test_states_and_implicit_can_be_left_out():
     np.testing.assert_allclose(out.o, all_heads(*args, "delta", compiled=False).o, rtol=1e-10, atol=1e-12)
 
 
+def test_read_only_and_writable_gates_share_one_compiled_kernel():
+    """A scenario's gates are read-only, a computed beta is not: numba would compile the kernel anew
+    (≈9 s) for each mix; all_heads hands it read-only views of every input, whatever it was given."""
+    from tracer.kernels.linear import linear_heads
+    args = layer(20, 2, 1, 4, 3, "delta", np.float64)
+    for frozen in (args[3], args[4]):
+        frozen.flags.writeable = False
+        all_heads(*args, "delta", compiled=True)
+    for signature in linear_heads.signatures:   # every one this process compiled or loaded
+        assert all(not arg.mutable for arg in signature[:5]), signature
+
+
 def test_the_implicit_weights_read_the_values():
     q, k, v, alpha, beta = layer(150, 3, 1, 6, 2, "delta", np.float64, seed=2)
     out = all_heads(q, k, v, alpha, beta, "delta", compiled=True)

@@ -142,10 +142,18 @@ def compile_in_background() -> None:
 
 
 def wait() -> bool:
-    """Waits while a live warming process holds the lock; True if the cache is warm after it."""
-    while not is_warm() and folder() is not None and _held():
+    """Waits while a live warming process holds the lock, or one just claimed it and may still be
+    starting (right after compile_in_background); True if the cache is warm after it."""
+    while not is_warm() and folder() is not None and (_held() or _starting()):
         time.sleep(0.1)
     return is_warm()
+
+
+def _starting() -> bool:
+    try:
+        return time.time() - os.path.getmtime(lock_path()) < SPAWN_SECONDS
+    except OSError:
+        return False
 
 
 def hold(lock) -> None:
@@ -185,7 +193,7 @@ def _claim() -> bool:
     """Takes the lock file unless a live warming process holds it (or one may be starting)."""
     os.makedirs(folder(), exist_ok=True)
     try:
-        if time.time() - os.path.getmtime(lock_path()) < SPAWN_SECONDS or _held():
+        if _starting() or _held():
             return False
         os.remove(lock_path())
     except OSError:

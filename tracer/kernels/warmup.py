@@ -40,9 +40,28 @@ def compile_all(dtypes=DTYPES) -> None:
             for mask in ("causal", np.tril(np.ones((6, 6), int)).tolist()):
                 tracer.run(sc, "exact", engine="fused", dtype=dtype, algorithm="online", mask=mask)
         tracer.run(decoding, "exact", engine="fused", dtype=dtype)
+        _linear(dtype)
         if dtype == "float64":   # a large lightning indexer's scores and choice (float64 whatever the run's)
             from .indexer import index_topk
             index_topk(np.ones((6, 2, 2)), np.ones((6, 2)), np.ones((6, 2)), np.arange(1, 7), 2, 0.5)
+
+
+def _linear(dtype: str) -> None:
+    """The linear layers' kernels (issue 33): the recurrence through the built-in lessons, and the
+    hybrid checkpoints' short convolutions and gated norms with the arguments their callers pass."""
+    import numpy as np
+
+    import tracer
+    from . import linear
+    rng = np.random.default_rng(0)
+    x, w = rng.normal(size=(4, 3)), rng.normal(size=(3, 2))
+    for sc in (tracer.load_scenario("delta_rule"), tracer.load_scenario("linear_decay"),
+               tracer.from_arrays(x, w, w, w, linear=dict(rule="delta", beta=0.5, l2=True))):   # q, k to unit length
+        tracer.run(sc, "exact", engine="fused", dtype=dtype)
+    a = np.ones((2, 3, 4), dtype)
+    linear.conv(a, np.ones((2, 2, 4)), linear.ACTS["silu"], np.empty_like(a))
+    for mean, act in ((False, linear.ACTS[None]), (True, linear.ACTS["silu"])):
+        linear.norm_rows(a, np.ones(4), 1e-6, mean, a, act, np.empty_like(a))
 
 
 def main(argv: list[str]) -> int:
@@ -54,6 +73,7 @@ def main(argv: list[str]) -> int:
         compile_all(argv[1:2])
         return 0
     try:
+        os.makedirs(warm.folder(), exist_ok=True)   # run by hand on a fresh checkout: no __pycache__ yet
         lock = open(warm.lock_path(), "a")   # held until this process ends (warm.wait asks)
         warm.hold(lock)
         helper = None

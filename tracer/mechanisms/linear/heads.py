@@ -41,8 +41,17 @@ def all_heads(q: np.ndarray, k: np.ndarray, v: np.ndarray, alpha: np.ndarray, be
     o = pool.empty((heads, n, d_v), dt)   # every cell written
     b = beta if delta else np.zeros((heads, n), dt)
     with blas.one_thread():   # the kernel's threads each call BLAS (the implicit weights' blocks)
-        linear_heads(q, k, v, alpha, np.ascontiguousarray(b), delta, kept, o, A)
+        linear_heads(*map(_read_only, (q, k, v, alpha, np.ascontiguousarray(b))), delta, kept, o, A)
     return Heads(kept if states else None, o, A if implicit else None)
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """a, as a read-only view: numba compiles a kernel anew (≈9 s) for each mix of read-only and
+    writable arguments (a scenario's gates are read-only, a computed beta is not): all read-only,
+    it is compiled once per dtype."""
+    view = a.view()
+    view.flags.writeable = False
+    return view
 
 
 def compiles(heads: int, n: int, d_k: int, d_v: int) -> bool:
