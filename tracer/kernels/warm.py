@@ -137,14 +137,19 @@ def compile_in_background() -> None:
         return
     root = os.path.dirname(os.path.dirname(HERE))   # the folder holding the tracer package
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    subprocess.Popen([sys.executable, "-m", "tracer.kernels.warmup"], env=env, start_new_session=True,
-                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _state["process"] = subprocess.Popen([sys.executable, "-m", "tracer.kernels.warmup"], env=env,
+                                         start_new_session=True, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def wait() -> bool:
-    """Waits while a live warming process holds the lock, or one just claimed it and may still be
-    starting (right after compile_in_background); True if the cache is warm after it."""
-    while not is_warm() and folder() is not None and (_held() or _starting()):
+    """Waits while a live warming process holds the lock, or the one this process started is
+    running (it may not hold the lock yet: wait right after compile_in_background); True if the
+    cache is warm after it."""
+    def ours() -> bool:
+        started = _state.get("process")
+        return started is not None and started.poll() is None
+    while not is_warm() and folder() is not None and (_held() or ours()):
         time.sleep(0.1)
     return is_warm()
 
