@@ -154,13 +154,6 @@ def wait() -> bool:
     return is_warm()
 
 
-def _starting() -> bool:
-    try:
-        return time.time() - os.path.getmtime(lock_path()) < SPAWN_SECONDS
-    except OSError:
-        return False
-
-
 def hold(lock) -> None:
     """The warming process keeps an exclusive lock on the open lock file for as long as it lives:
     the system lets go of it when the process ends, however it ends."""
@@ -198,7 +191,7 @@ def _claim() -> bool:
     """Takes the lock file unless a live warming process holds it (or one may be starting)."""
     os.makedirs(folder(), exist_ok=True)
     try:
-        if _starting() or _held():
+        if time.time() - os.path.getmtime(lock_path()) < SPAWN_SECONDS or _held():
             return False
         os.remove(lock_path())
     except OSError:

@@ -59,7 +59,7 @@ class MatrixView(Scrolling, ScrollView):
         self.col_labels: list[str] = []
         self.cursor = (0, 0)
         self.lit: set[tuple[int, int]] = set()
-        self._lit_rows: set[int] = set()
+        self._lit_rows: dict[int, set[int]] = {}   # each lit row's lit columns (drawn a row at a time)
         self._lit_cols: set[int] = set()
         self.scale = Scale(self.array, True)
         self._label_w = self._cell_w = 1
@@ -127,7 +127,9 @@ class MatrixView(Scrolling, ScrollView):
 
     def _light(self, cells) -> None:
         self.lit = set(cells)
-        self._lit_rows = {r for r, _ in self.lit}
+        self._lit_rows = {}
+        for r, c in self.lit:
+            self._lit_rows.setdefault(r, set()).add(c)
         self._lit_cols = {c for _, c in self.lit}
 
     def natural(self, tight: bool = False) -> Size:
@@ -212,7 +214,7 @@ class MatrixView(Scrolling, ScrollView):
         return strip
 
     def _render_line(self, y: int, full: int) -> Strip:
-        width = max(1, full - self._label_w)   # as _view: the data area's columns
+        width = self._data_width(full)
         rows, cols = self.array.shape
         sx, sy = self.scroll_offset
         cw = self.cell_width
@@ -235,28 +237,23 @@ class MatrixView(Scrolling, ScrollView):
             values = self.array[r, first:last].tolist()
             hidden = self.hidden[r, first:last].tolist() if self.hidden is not None else None
             dim = self.dimmed[r, first:last].tolist() if self.dimmed is not None else None
-            lit = {c for rr, c in self.lit if rr == r}
-            if r == cur_r:
-                lit.discard(cur_c)
+            lit = self._lit_rows.get(r, ())
             scale, padded = self.scale, self._padded
             cells = []
             for n, value in enumerate(values):
                 c = first + n
                 blank = hidden is not None and hidden[n]
                 if blank or (dim is not None and dim[n]):
-                    text = self.hide_text if blank else scale.text(value) + "·"
-                    cells.append((_fit(text, cw - 1).rjust(cw), HIDDEN if blank else DIMMED))
+                    text = _fit(self.hide_text if blank else scale.text(value) + "·", cw - 1).rjust(cw)
+                    style = HIDDEN if blank else DIMMED
                 else:
                     text = padded.get(value)
                     if text is None:
                         text = _fit(scale.text(value), cw - 1).rjust(cw)
                         if value == value:   # a NaN is never found again: not kept
                             padded[value] = text
-                    cells.append((text, scale.style(value)))
-                if c == cur_c and r == cur_r:
-                    cells[-1] = (cells[-1][0], CURSOR)
-                elif c in lit:
-                    cells[-1] = (cells[-1][0], LIT)
+                    style = scale.style(value)
+                cells.append((text, CURSOR if r == cur_r and c == cur_c else LIT if c in lit else style))
         return Strip(corner + _visible(cells, first * cw - sx, cw, width)).adjust_cell_length(full)
 
 

@@ -49,7 +49,11 @@ class Scrolling:
             inner = size - self.styles.gutter.totals
             width = inner.width - self.show_vertical_scrollbar * self.styles.scrollbar_size_vertical
             height = inner.height - self.show_horizontal_scrollbar * self.styles.scrollbar_size_horizontal
-        return max(1, width - self._label_w), max(1, height - 1)
+        return self._data_width(width), max(1, height - 1)
+
+    def _data_width(self, width: int) -> int:
+        """The data area's columns in a content area `width` wide (the row labels take the rest)."""
+        return max(1, width - self._label_w)
 
     def _first_lit(self) -> tuple[int, int]:
         return min(self.lit) if self.lit else (0, 0)
