@@ -3,6 +3,7 @@ lazy traces, exports, benchmarks). A leaf module: it imports nothing of the trac
 from __future__ import annotations
 
 import os
+import sys
 
 EAGER_BYTES = 1 << 30   # traces up to this size are computed whole; larger ones per head on demand
 RESIDENT_HEADS = 2      # heads whose full intermediates a lazy trace keeps at once
@@ -76,7 +77,13 @@ def budget() -> int:
 
 
 def fits(need: int) -> bool:
-    return need <= SMALL or need <= budget()
+    if need <= SMALL or need <= budget():
+        return True
+    pool = sys.modules.get("tracer.kernels.pool")   # recycled buffers waiting for a trace
+    if pool is None or not pool.held():
+        return False
+    pool.release()   # they stand in the way: back to the OS, and ask again
+    return need <= budget()
 
 
 def gib(nbytes: float) -> str:

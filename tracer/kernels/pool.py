@@ -3,19 +3,27 @@ fresh memory again (page faults: ≈0.3 s per GiB here, ≈3 s for memory the ma
 
 `empty(shape, dtype)` returns an ordinary NumPy array. When the last array made from its block
 dies (the trace, and every view a caller kept), the block waits here for a trace of about the same
-size; at most KEEP_BYTES wait, the oldest are freed first. Nothing a live trace holds is pooled.
+size. At most a quarter of what the process could hold waits (a whole 4096-token trace's steps fit
+on a 16 GiB machine), the oldest freed first, and a block that waits IDLE_SECONDS with no trace
+taking it goes back to the OS: an idle notebook does not sit on gigabytes. Nothing a live trace
+holds is pooled, and a run that fits in memory only without the waiting blocks frees them first
+(memory.fits).
 """
 from __future__ import annotations
 
+import functools
+import os
 import threading
+import time
 
 import numpy as np
 
 MIN_BYTES = 1 << 20     # smaller arrays: ordinary allocation (malloc recycles those itself)
-KEEP_BYTES = 1 << 30    # freed blocks kept for reuse, at most
+IDLE_SECONDS = 30.0     # a block no trace took in this long is freed
 ALIGN = 4096            # arrays start on a page: whole cache lines for every row of a wide step
-_free: list[np.ndarray] = []   # raw uint8 blocks, oldest first
+_free: list[tuple[float, np.ndarray]] = []   # (when freed, raw uint8 block), oldest first
 _lock = threading.Lock()
+_timer: threading.Timer | None = None
 
 
 class _Lease:
@@ -34,22 +42,59 @@ class _Lease:
             pass
 
 
+@functools.cache
+def keep_bytes() -> int:
+    """The most bytes that wait: a quarter of what this process could hold, at least 1 GiB."""
+    from ..memory import capacity
+    return max(1 << 30, capacity() // 4)
+
+
 def _take(nbytes: int) -> np.ndarray | None:
     """The smallest free block that fits without wasting more than a quarter of it."""
     with _lock:
-        fits = [i for i, b in enumerate(_free) if nbytes <= b.nbytes <= nbytes + nbytes // 4]
+        fits = [i for i, (_, b) in enumerate(_free) if nbytes <= b.nbytes <= nbytes + nbytes // 4]
         if not fits:
             return None
-        return _free.pop(min(fits, key=lambda i: _free[i].nbytes))
+        return _free.pop(min(fits, key=lambda i: _free[i][1].nbytes))[1]
 
 
 def _give_back(block: np.ndarray) -> None:
+    keep = keep_bytes()
     with _lock:
-        if block.nbytes > KEEP_BYTES:
+        if block.nbytes > keep:
             return
-        _free.append(block)
-        while sum(b.nbytes for b in _free) > KEEP_BYTES:
+        _free.append((time.monotonic(), block))
+        while sum(b.nbytes for _, b in _free) > keep:
             _free.pop(0)
+        _arm()
+
+
+def _arm() -> None:
+    """Starts the timer that frees blocks left waiting (one at a time; called under _lock)."""
+    global _timer
+    if _timer is None and _free:
+        wait = max(0.0, _free[0][0] + IDLE_SECONDS - time.monotonic())
+        _timer = threading.Timer(wait, _expire)
+        _timer.daemon = True
+        _timer.start()
+
+
+def _forget_timer() -> None:
+    """A forked child has no timer thread (nor a lock another thread held)."""
+    global _timer, _lock
+    _timer, _lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_timer)
+
+
+def _expire() -> None:
+    global _timer
+    with _lock:
+        _timer = None
+        now = time.monotonic()
+        _free[:] = [(t, b) for t, b in _free if now - t < IDLE_SECONDS]
+        _arm()
 
 
 def empty(shape, dtype) -> np.ndarray:
@@ -67,10 +112,14 @@ def empty(shape, dtype) -> np.ndarray:
 def held() -> int:
     """Bytes of freed blocks waiting for reuse."""
     with _lock:
-        return sum(b.nbytes for b in _free)
+        return sum(b.nbytes for _, b in _free)
 
 
 def release() -> None:
     """Frees every waiting block (e.g. before a memory-hungry step of one's own)."""
+    global _timer
     with _lock:
         _free.clear()
+        if _timer is not None:
+            _timer.cancel()
+            _timer = None
