@@ -4,6 +4,7 @@ process could hold, and never in the way of a run that needs the memory."""
 from __future__ import annotations
 
 import gc
+import threading
 import time
 
 import numpy as np
@@ -68,6 +69,19 @@ def test_a_block_taken_again_before_its_time_is_not_freed_under_the_trace(monkey
     del a
     gc.collect()
     assert pool.held() > 0                       # waits again, for another IDLE_SECONDS
+
+
+def test_a_trace_freed_while_the_pool_is_busy_does_not_wait_on_the_pool():
+    """The collector may free a trace in any thread, even in one inside the pool's lock."""
+    def free_inside_the_lock():
+        a = pool.empty((1 << 18,), np.float64)
+        with pool._lock:
+            del a
+            gc.collect()
+    worker = threading.Thread(target=free_inside_the_lock, daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert not worker.is_alive() and pool.held() >= 8 << 18
 
 
 @pytest.mark.parametrize("capacity, keep", [(16 * GIB, 4 * GIB), (2 * GIB, GIB)])

@@ -11,6 +11,7 @@ holds is pooled, and a run that fits in memory only without the waiting blocks f
 """
 from __future__ import annotations
 
+import collections
 import functools
 import os
 import threading
@@ -22,6 +23,9 @@ MIN_BYTES = 1 << 20     # smaller arrays: ordinary allocation (malloc recycles t
 IDLE_SECONDS = 30.0     # a block no trace took in this long is freed
 ALIGN = 4096            # arrays start on a page: whole cache lines for every row of a wide step
 _free: list[tuple[float, np.ndarray]] = []   # (when freed, raw uint8 block), oldest first
+# Blocks come back here without a lock: the garbage collector may free a trace in any thread, even
+# one inside this module's lock, so a lock taken there could wait on itself.
+_returned: collections.deque = collections.deque()
 _lock = threading.Lock()
 _timer: threading.Timer | None = None
 
@@ -37,7 +41,8 @@ class _Lease:
 
     def __del__(self):
         try:
-            _give_back(self.block)
+            _returned.append((time.monotonic(), self.block))
+            _arm(IDLE_SECONDS)
         except Exception:  # interpreter shutdown: let it go
             pass
 
@@ -49,34 +54,45 @@ def keep_bytes() -> int:
     return max(1 << 30, capacity() // 4)
 
 
+def _drain() -> None:
+    """The blocks given back since, into the waiting list, oldest dropped past keep_bytes (under _lock)."""
+    keep = keep_bytes()
+    while _returned:
+        when, block = _returned.popleft()
+        if block.nbytes <= keep:
+            _free.append((when, block))
+    while sum(b.nbytes for _, b in _free) > keep:
+        _free.pop(0)
+
+
 def _take(nbytes: int) -> np.ndarray | None:
     """The smallest free block that fits without wasting more than a quarter of it."""
     with _lock:
+        _drain()
         fits = [i for i, (_, b) in enumerate(_free) if nbytes <= b.nbytes <= nbytes + nbytes // 4]
         if not fits:
             return None
         return _free.pop(min(fits, key=lambda i: _free[i][1].nbytes))[1]
 
 
-def _give_back(block: np.ndarray) -> None:
-    keep = keep_bytes()
-    with _lock:
-        if block.nbytes > keep:
-            return
-        _free.append((time.monotonic(), block))
-        while sum(b.nbytes for _, b in _free) > keep:
-            _free.pop(0)
-        _arm()
-
-
-def _arm() -> None:
-    """Starts the timer that frees blocks left waiting (one at a time; called under _lock)."""
+def _arm(wait: float) -> None:
+    """A timer to free blocks left waiting, unless one runs (two, in a rare race: harmless)."""
     global _timer
-    if _timer is None and _free:
-        wait = max(0.0, _free[0][0] + IDLE_SECONDS - time.monotonic())
+    if _timer is None:
         _timer = threading.Timer(wait, _expire)
         _timer.daemon = True
         _timer.start()
+
+
+def _expire() -> None:
+    global _timer
+    with _lock:
+        _drain()
+        now = time.monotonic()
+        _free[:] = [(t, b) for t, b in _free if now - t < IDLE_SECONDS]
+        _timer = None
+        if _free or _returned:   # (a block the collector gave back meanwhile waits in _returned)
+            _arm(max(0.0, (_free[0][0] if _free else now) + IDLE_SECONDS - now))
 
 
 def _forget_timer() -> None:
@@ -86,15 +102,6 @@ def _forget_timer() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_timer)
-
-
-def _expire() -> None:
-    global _timer
-    with _lock:
-        _timer = None
-        now = time.monotonic()
-        _free[:] = [(t, b) for t, b in _free if now - t < IDLE_SECONDS]
-        _arm()
 
 
 def empty(shape, dtype) -> np.ndarray:
@@ -112,6 +119,7 @@ def empty(shape, dtype) -> np.ndarray:
 def held() -> int:
     """Bytes of freed blocks waiting for reuse."""
     with _lock:
+        _drain()
         return sum(b.nbytes for _, b in _free)
 
 
@@ -119,6 +127,7 @@ def release() -> None:
     """Frees every waiting block (e.g. before a memory-hungry step of one's own)."""
     global _timer
     with _lock:
+        _drain()
         _free.clear()
         if _timer is not None:
             _timer.cancel()
