@@ -23,11 +23,12 @@ MIN_BYTES = 1 << 20     # smaller arrays: ordinary allocation (malloc recycles t
 IDLE_SECONDS = 30.0     # a block no trace took in this long is freed
 ALIGN = 4096            # arrays start on a page: whole cache lines for every row of a wide step
 _free: list[tuple[float, np.ndarray]] = []   # (when freed, raw uint8 block), oldest first
-# Blocks come back here without a lock: the garbage collector may free a trace in any thread, even
-# one inside this module's lock, so a lock taken there could wait on itself.
+# Blocks come back here and nothing more: the garbage collector may free a trace in any thread at
+# any moment, even one inside this module's lock or threading's own (a lock taken, or a thread
+# started, there could wait on itself).
 _returned: collections.deque = collections.deque()
 _lock = threading.Lock()
-_timer: threading.Timer | None = None
+_reaper: list[threading.Thread] = []   # the thread that frees blocks left waiting, once started
 
 
 class _Lease:
@@ -42,7 +43,6 @@ class _Lease:
     def __del__(self):
         try:
             _returned.append((time.monotonic(), self.block))
-            _arm(IDLE_SECONDS)
         except Exception:  # interpreter shutdown: let it go
             pass
 
@@ -75,33 +75,31 @@ def _take(nbytes: int) -> np.ndarray | None:
         return _free.pop(min(fits, key=lambda i: _free[i][1].nbytes))[1]
 
 
-def _arm(wait: float) -> None:
-    """A timer to free blocks left waiting, unless one runs (two, in a rare race: harmless)."""
-    global _timer
-    if _timer is None:
-        _timer = threading.Timer(wait, _expire)
-        _timer.daemon = True
-        _timer.start()
+def _reap() -> None:
+    """Frees the blocks that waited IDLE_SECONDS, looking about every second (a daemon thread)."""
+    while True:
+        time.sleep(min(1.0, IDLE_SECONDS))
+        with _lock:
+            _drain()
+            now = time.monotonic()
+            _free[:] = [(t, b) for t, b in _free if now - t < IDLE_SECONDS]
 
 
-def _expire() -> None:
-    global _timer
+def _start_reaper() -> None:
     with _lock:
-        _drain()
-        now = time.monotonic()
-        _free[:] = [(t, b) for t, b in _free if now - t < IDLE_SECONDS]
-        _timer = None
-        if _free or _returned:   # (a block the collector gave back meanwhile waits in _returned)
-            _arm(max(0.0, (_free[0][0] if _free else now) + IDLE_SECONDS - now))
+        if not _reaper:
+            _reaper.append(threading.Thread(target=_reap, name="attnsim-pool", daemon=True))
+            _reaper[0].start()
 
 
-def _forget_timer() -> None:
-    """A forked child has no timer thread (nor a lock another thread held)."""
-    global _timer, _lock
-    _timer, _lock = None, threading.Lock()
+def _after_fork() -> None:
+    """A forked child has no reaper thread (nor a lock another thread held)."""
+    global _lock
+    _lock = threading.Lock()
+    _reaper.clear()
 
 
-os.register_at_fork(after_in_child=_forget_timer)
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def empty(shape, dtype) -> np.ndarray:
@@ -113,6 +111,8 @@ def empty(shape, dtype) -> np.ndarray:
     block = _take(nbytes + ALIGN)
     if block is None:
         block = np.empty(nbytes + ALIGN, np.uint8)
+    if not _reaper:
+        _start_reaper()
     return np.asarray(_Lease(block, shape, dtype))
 
 
@@ -125,10 +125,6 @@ def held() -> int:
 
 def release() -> None:
     """Frees every waiting block (e.g. before a memory-hungry step of one's own)."""
-    global _timer
     with _lock:
         _drain()
         _free.clear()
-        if _timer is not None:
-            _timer.cancel()
-            _timer = None
