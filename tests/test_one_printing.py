@@ -69,6 +69,25 @@ def test_a_rounded_decimal_keeps_four_significant_digits_in_powers_of_ten_too():
     assert fmt(9.42e-07, fractions=False) == "9.42e−07"   # exactly that: nothing rounded, nothing added
 
 
+def test_a_tables_steps_are_powers_of_ten_correctly_rounded():
+    """The table of 10^k that a table's rounding looks up, against exact fractions."""
+    for k in range(-printing.LOWEST, 309):
+        assert printing.POWERS[k + printing.LOWEST] == float(Fraction(10) ** k), k
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=64).filter(lambda v: v != 0),
+                min_size=1, max_size=40))
+def test_a_value_rounds_to_its_four_digits_at_every_magnitude(values):
+    """_rounded(v) is v at four significant digits, as Python writes it, within an ulp or two."""
+    got = printing._rounded(np.array(values), 4)
+    for v, r in zip(values, got.tolist()):
+        want = float(f"{v:.4g}")
+        if not 1e-304 <= abs(v) <= 1e307:   # a subnormal step, or a product past the largest float
+            continue
+        assert abs(r - want) <= 4 * np.spacing(abs(want)), (v, r, want)
+
+
 def test_a_division_by_a_fraction_is_parenthesised_everywhere():
     trace = tracer.run(tracer.load_scenario("by_hand"))
     assert trace.explain("h0.weights", 1, 0).startswith("h0.weights[key x2, query x1] = 9 ÷ (46/3) = 27/46")
