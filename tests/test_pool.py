@@ -61,6 +61,15 @@ def test_a_block_nobody_takes_goes_back_to_the_os(monkeypatch):
     assert pool.held() == 0
 
 
+def test_a_reaper_that_stopped_is_started_again(monkeypatch):
+    stopped = threading.Thread(target=lambda: None)
+    stopped.start()
+    stopped.join()
+    monkeypatch.setattr(pool, "_reaper", [stopped])
+    pool.empty((1 << 18,), np.float64)
+    assert pool._reaper[0] is not stopped and pool._reaper[0].is_alive()
+
+
 def test_a_block_taken_again_before_its_time_is_not_freed_under_the_trace(monkeypatch):
     monkeypatch.setattr(pool, "IDLE_SECONDS", 0.5)
     freed(1 << 18)

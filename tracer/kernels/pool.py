@@ -85,10 +85,14 @@ def _reap() -> None:
             _free[:] = [(t, b) for t, b in _free if now - t < IDLE_SECONDS]
 
 
+def _reaping() -> bool:
+    return bool(_reaper) and _reaper[0].is_alive()
+
+
 def _start_reaper() -> None:
     with _lock:
-        if not _reaper:
-            _reaper.append(threading.Thread(target=_reap, name="attnsim-pool", daemon=True))
+        if not _reaping():   # never started, or stopped by an error of its own: (again)
+            _reaper[:] = [threading.Thread(target=_reap, name="attnsim-pool", daemon=True)]
             _reaper[0].start()
 
 
@@ -111,7 +115,7 @@ def empty(shape, dtype) -> np.ndarray:
     block = _take(nbytes + ALIGN)
     if block is None:
         block = np.empty(nbytes + ALIGN, np.uint8)
-    if not _reaper:
+    if not _reaping():
         _start_reaper()
     return np.asarray(_Lease(block, shape, dtype))
 
