@@ -18,6 +18,7 @@ GIB = 1 << 30
 
 @pytest.fixture(autouse=True)
 def empty_pool():
+    gc.collect()   # an earlier test's trace in a reference cycle comes back now, not mid-test
     pool.release()
     yield
     pool.release()
