@@ -124,14 +124,25 @@ class Terminal:
 
     def wait_for(self, text, timeout: float = 120) -> str:
         """The screen (its words, one space apart) once it shows `text` (or any of a tuple of texts)."""
-        end, screen = time.time() + timeout, ""
+        screen = self.shows(text, timeout)
+        if screen is None:
+            raise AssertionError(f"never saw {text!r}:\n{self.screen()}")
+        return screen
+
+    def shows(self, text, timeout: float) -> str | None:
+        """wait_for(), or None when `text` is not shown within `timeout` seconds."""
+        end = time.time() + timeout
         texts = (text,) if isinstance(text, str) else text
-        while time.time() < end:
-            screen = " ".join(tmux(self.server, "capture-pane", "-p", "-t", "attnsim").split())
+        while True:
+            screen = self.screen()
             if any(t in screen for t in texts):
                 return screen
+            if time.time() > end:
+                return None
             time.sleep(0.3)
-        raise AssertionError(f"never saw {text!r}:\n{screen}")
+
+    def screen(self) -> str:
+        return " ".join(tmux(self.server, "capture-pane", "-p", "-t", "attnsim").split())
 
 
 @contextmanager
