@@ -152,7 +152,7 @@ def test_the_warm_up_compiles_every_kernel_a_caller_runs_in_both_dtypes():
               ("project", "concat", "add", "add_row", "layer_norm", "rms_norm", "rotate", "textbook_head")]
     called += [d for m in (fused, online, decode) for name, d in vars(m).items()
                if isinstance(d, CPUDispatcher) and not name.startswith("_")]   # mxfp4: read with its checkpoint
-    assert len(called) == 13
+    assert len(called) == 14
     for d in called:
         dtypes = {t for sig in (d.signatures if d else []) for t in ("float32", "float64") if f"array({t}" in str(sig).lower()}
         assert {"float32", "float64"} <= dtypes, (d, dtypes)

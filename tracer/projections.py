@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .ids import step_id
-from .kernels import matmul, pool
+from .kernels import matmul_side, pool
 from .mechanisms import v_norm
 from .mechanisms.qk_norm import normed_all, normed_one
 from .mechanisms.q_temp import steps as q_temp
@@ -34,16 +34,24 @@ def stacked_weights(sc, w, heads: list[int], dtype) -> np.ndarray:
     return np.ascontiguousarray(w[heads[0]:heads[-1] + 1], dtype=dtype)
 
 
+def projected(sc, x, arrays: tuple, heads: list[int], dt) -> list[np.ndarray]:
+    """x·W[h] for each W of `arrays` (scenario sc's, each heads × d × m, one m) and consecutive heads
+    `heads`, each heads × n × m: views of one wide product (kernels.matmul_side)."""
+    wide = matmul_side(x, sc.joined(arrays, slice(heads[0], heads[-1] + 1), dt), len(arrays) * len(heads))
+    return np.split(wide, len(arrays))
+
+
 def projections(run, heads: list[int]):
     """q, k, v (each heads × n × d) for consecutive heads `heads` (the rotated ones, under RoPE;
     each head's group's, under grouped-query), and the other arrays to record, by id."""
     sc, dt, x = run.scenario, run.dtype, run.x
     if not textbook(sc):
         return _batched(run, heads)
-    q, k = (matmul(x, stacked_weights(sc, w, heads, dt)) for w in (sc.w_q, sc.w_k))
+    plain = sc.w_v_down is None and sc.d_v == sc.d_k   # v's heads as wide as q's: one product for all three
+    q, k, *v = projected(sc, x, (sc.w_q, sc.w_k, sc.w_v) if plain else (sc.w_q, sc.w_k), heads, dt)
     if sc.w_v_down is None:
-        return q, k, matmul(x, stacked_weights(sc, sc.w_v, heads, dt)), {}
-    v_down = matmul(x, stacked_weights(sc, sc.w_v_down, heads, dt))
+        return q, k, v[0] if v else projected(sc, x, (sc.w_v,), heads, dt)[0], {}
+    v_down = projected(sc, x, (sc.w_v_down,), heads, dt)[0]
     v = np.matmul(v_down, stacked_weights(sc, sc.w_v_up, heads, dt),
                   out=pool.empty((len(heads), sc.n, sc.d_v), dt))
     return q, k, v, {step_id("v_down", h): v_down[i] for i, h in enumerate(heads)}
@@ -54,7 +62,7 @@ def _batched(run, heads: list[int]):
     head's queries in one product, every group's keys and values once."""
     sc, dt, extra = run.scenario, run.dtype, {}
     ids = [run.plan_ids(h) for h in heads]
-    q = matmul(run.held(run.step(ids[0]["q"]).inputs[0]), stacked_weights(sc, sc.w_q, heads, dt))
+    q = projected(sc, run.held(run.step(ids[0]["q"]).inputs[0]), (sc.w_q,), heads, dt)[0]
     if sc.b_q is not None:
         q += sc.b_q[heads[0]:heads[-1] + 1, None, :].astype(dt)
     after = sc.qk_norm_after_rope
@@ -91,16 +99,17 @@ def group_kv(run, groups: list[int], first_ids: dict, per: int) -> list[dict]:
     if all(run.held(i["k"]) is not None for i in held):
         return [{kind: run.held(sid) for kind, sid in i.items() if kind in KV_KINDS} for i in held]
     src = run.held(run.step(first_ids["k"]).inputs[0])
-    k = matmul(src, stacked_weights(sc, sc.w_k, groups, dt))
+    plain = not sc.v_is_k and sc.w_v_down is None and sc.d_v == sc.d_k   # keys and values in one product
+    k, *v = projected(sc, src, (sc.w_k, sc.w_v) if plain else (sc.w_k,), groups, dt)
     if sc.b_k is not None:
         k += sc.b_k[groups[0]:groups[-1] + 1, None, :].astype(dt)
     if sc.v_is_k:
         v, v_down = k, None
     elif sc.w_v_down is not None:
-        v_down = matmul(src, stacked_weights(sc, sc.w_v_down, groups, dt))
+        v_down = projected(sc, src, (sc.w_v_down,), groups, dt)[0]
         v = np.matmul(v_down, stacked_weights(sc, sc.w_v_up, groups, dt))
     else:
-        v, v_down = matmul(src, stacked_weights(sc, sc.w_v, groups, dt)), None
+        v, v_down = v[0] if v else projected(sc, src, (sc.w_v,), groups, dt)[0], None
         if sc.b_v is not None:
             v += sc.b_v[groups[0]:groups[-1] + 1, None, :].astype(dt)
     normed_v = v_norm.normed(run, groups, v) if sc.v_norm is not None else None   # the values' norm

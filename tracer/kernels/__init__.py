@@ -13,9 +13,10 @@ import numpy as np
 
 from .jit import namespace as stage_kernels
 
-__all__ = ["attend_heads", "attend_token", "matmul", "matmul_heads", "online_heads", "rule", "stage_kernels",
+__all__ = ["attend_heads", "attend_token", "matmul", "matmul_heads", "matmul_side", "online_heads", "rule", "stage_kernels",
            "trace_heads"]
 ROWS = 128   # rows per matmul task, at least; queries per task of the online kernel
+SIDE_ROWS = 512   # rows per task of a wide product, at most (its scratch is threads × this × width)
 
 
 def _fused():
@@ -90,6 +91,21 @@ def matmul(x, w) -> np.ndarray:
     from . import pool
     out = pool.empty((w.shape[0], x.shape[0], w.shape[2]), x.dtype)
     matmul_heads(x, w, out, rows_per_task(x.shape[0], w.shape[0]))
+    return out
+
+
+def matmul_side(x, w, heads: int) -> np.ndarray:
+    """x·w for w holding `heads` matrices side by side (d × heads·m) as one heads × n × m array, on
+    numba's threads: a block of rows a task (at most SIDE_ROWS), each one wide product."""
+    from . import blas, pool
+    _check("matmul_side", x, w)
+    n, width = x.shape[0], w.shape[1]
+    assert x.shape[1] == w.shape[0] and width % heads == 0, "matmul_side: shapes"
+    block = max(1, min(SIDE_ROWS, -(-n // _threads())))
+    out = pool.empty((heads, n, width // heads), x.dtype)
+    scratch = pool.empty((_threads(), block, width), x.dtype)
+    with blas.one_thread():
+        _fused().matmul_side(x, w, out, scratch, block)
     return out
 
 

@@ -151,6 +151,23 @@ class Scenario:
             casts[key] = (a, np.ascontiguousarray(a, dtype=dtype))
         return casts[key][1]
 
+    def joined(self, arrays: tuple, heads: slice, dtype) -> np.ndarray:
+        """Heads `heads` of each of `arrays` (this scenario's, each heads × d × m) side by side: one
+        C-contiguous d × (Σ heads·m) array in `dtype`, the weights of one wide product. Every head's
+        are kept as cast() keeps its casts; a few heads' (a lazy trace's) are made each time."""
+        dtype = np.dtype(dtype)
+        parts = [a[heads] for a in arrays]
+        key = ("joined", *(id(a) for a in arrays), dtype.str)
+        every = heads.indices(len(arrays[0])) == (0, len(arrays[0]), 1)
+        casts = self.__dict__.setdefault("_casts", {})
+        if not (every and key in casts):
+            w = np.ascontiguousarray(   # (NumPy keeps the parts' order: one head of width 1 would come out F-ordered)
+                np.concatenate([p.transpose(1, 0, 2).reshape(p.shape[1], -1) for p in parts], axis=1, dtype=dtype))
+            if not every or sum(p.size for p in parts) * dtype.itemsize > CAST_BYTES:
+                return w
+            casts[key] = (arrays, w)
+        return casts[key][1]
+
     @functools.cached_property
     def largest(self) -> dict[str, float]:
         """Each input's largest magnitude, by field name (checked once against a narrower dtype)."""
