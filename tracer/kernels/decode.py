@@ -7,8 +7,9 @@ of a thousand tokens makes four arrays, not a hundred thousand; the trace takes 
 
 numba's disk cache is keyed by this file alone: a change to the fused kernels' row helpers it inlines
 (the by-hand floor that takes a quotient within rounding of a whole number as that number, since
-QK-norm; a row's max in sixteen running maxima, ÷2^k as a product and the masked keys' values
-by loops, since issue 38) must come with a change here, or a stale compiled copy keeps the old code.
+QK-norm; a row's max in sixteen running maxima, ÷2^k as a product, the masked keys' values by
+loops of unsigned indices and the weights divided up to the last key attended, since issue 38) must
+come with a change here, or a stale compiled copy keeps the old code.
 """
 import numpy as np
 from numba import njit
@@ -39,7 +40,7 @@ def attend_token(t, off, q, kbuf, vbuf, grid, sums, z, rule, per):
             e[:] = a
             sums[h, t, 0] = _softmax_powers(e, width, rule)
             w[:] = e
-            _divide(w, sums[h, t, 0])
+            _divide(w, width, sums[h, t, 0])
             if not np.isfinite(sums[h, t, 0]):
                 bad[h] = 1
         else:

@@ -37,6 +37,15 @@ SCORES, SCALED, MASKED, EXP, WEIGHTS = range(5)
 # Row helpers work in place on one row `a` (a copy first when the step is recorded): with a
 # separate source the compiler cannot rule out overlap and may fall back to scalar code.
 
+@njit(inline="always")
+def _fill(a, start, value):
+    """a[start:] = value. A loop, not a[start:]: a view per row costs two atomic counts; its
+    indices unsigned, so that it carries no check for a negative index and vectorises (a signed
+    loop from `start` took twice as long as the copy of the row)."""
+    for j in range(np.uintp(start), np.uintp(a.shape[0])):
+        a[j] = value
+
+
 @njit
 def _powers(a, end, shift, power, base):
     """a = power^(a − shift) on the first `end` keys, 0 past them (masked: −∞ gives 0 anyway)."""
@@ -45,8 +54,7 @@ def _powers(a, end, shift, power, base):
     else:  # pow, so that small integer powers (3² = 9) come out exact, as in kernels.base_powers
         for j in range(end):
             a[j] = base ** (a[j] - shift)
-    for j in range(end, a.shape[0]):   # a loop, not a[end:]: a view per row costs two atomic counts
-        a[j] = 0.0
+    _fill(a, end, 0.0)
 
 
 @njit(fastmath={"reassoc"})
@@ -115,8 +123,7 @@ def _mask(a, i, mode, allowed):
     (i + 1 under a causal mask, all of them otherwise)."""
     if mode == MASK_CAUSAL:
         end = min(i + 1, a.shape[0])
-        for j in range(end, a.shape[0]):
-            a[j] = -np.inf
+        _fill(a, end, -np.inf)
         return end
     if mode == MASK_MATRIX:
         for j in range(a.shape[0]):
@@ -137,10 +144,11 @@ def _softmax_powers(a, end, rule):
 
 
 @njit
-def _divide(a, total):
-    """Weights = powers ÷ the sum; a query with nothing to attend (sum 0) gets zeros."""
+def _divide(a, end, total):
+    """Weights = powers ÷ the sum, the first `end` of them: past them the powers are 0 and stay 0
+    (0 ÷ a sum > 0 is 0); a query with nothing to attend (sum 0, or NaN) gets zeros."""
     if total > 0:
-        for j in range(a.shape[0]):
+        for j in range(end):
             a[j] = a[j] / total
     else:
         a[:] = 0.0
@@ -205,7 +213,7 @@ def trace_heads(qkv, rec, rule, allowed, block, threads):
             if rule.scale != SCALE_NONE:
                 _scale(a, rule.scale, c)
                 _stream(grid[slots[SCALED], h, i], a)
-            if not (_finite(s[i - b0]) and _finite(a)):
+            if not _finite(a):   # the scaled scores (÷ c > 0, finite): an inf or NaN score stays one
                 bad[h] = 1
             end = n
             if rule.mask != MASK_NONE:
@@ -214,7 +222,7 @@ def trace_heads(qkv, rec, rule, allowed, block, threads):
             if rule.norm == NORM_SOFTMAX:
                 sums[h, i, 0] = _softmax_powers(a, end, rule)
                 _stream(grid[slots[EXP], h, i], a)
-                _divide(a, sums[h, i, 0])
+                _divide(a, end, sums[h, i, 0])
             else:
                 _relu(a)
             _stream(grid[slots[WEIGHTS], h, i], a)
@@ -267,7 +275,7 @@ def attend_heads(qkv, out, rule, allowed, block, threads):
         np.dot(s, v[g, :width], zb)
         if rule.norm == NORM_SOFTMAX:
             for r in range(rows):
-                _divide(zb[r], sums[r])
+                _divide(zb[r], d_v, sums[r])
         out[b0:b1, h * d_v:(h + 1) * d_v] = zb
 
 

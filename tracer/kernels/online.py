@@ -7,15 +7,16 @@ the very same arithmetic. The row helpers are the fused kernels' (scale, mask, p
 
 numba's disk cache is keyed by this file alone: a change to the fused kernels' row helpers it inlines
 (the by-hand floor that takes a quotient within rounding of a whole number as that number, since
-QK-norm; a row's max in sixteen running maxima, ÷2^k as a product and the masked keys' values
-by loops, since issue 38) must come with a change here, or a stale compiled copy keeps the old code.
+QK-norm; a row's max in sixteen running maxima, ÷2^k as a product, the masked keys' values by
+loops of unsigned indices and the weights divided up to the last key attended, since issue 38) must
+come with a change here, or a stale compiled copy keeps the old code.
 """
 import math
 
 import numpy as np
 from numba import njit, prange
 
-from .fused import MASK_CAUSAL, MASK_NONE, POWER_E, SCALE_NONE, _finite, _max, _powers, _scale, _total
+from .fused import MASK_CAUSAL, MASK_NONE, POWER_E, SCALE_NONE, _fill, _finite, _max, _powers, _scale, _total
 
 
 @njit
@@ -41,8 +42,7 @@ def _row(a, i, j0, rule, allowed, m, keep_scores, keep):
     end = w
     if rule.mask == MASK_CAUSAL:
         end = min(max(i + 1 - j0, 0), w)
-        for j in range(end, w):   # a loop: a[end:] would be one more counted view
-            a[j] = -np.inf
+        _fill(a, end, -np.inf)
     elif rule.mask != MASK_NONE:
         for j in range(w):
             if not allowed[i, j0 + j]:
