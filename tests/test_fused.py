@@ -332,6 +332,20 @@ def test_a_streamed_row_lands_whole_wherever_it_starts(n, offset, dtype):
 
 
 @settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 300), start=st.integers(-3, 310), dtype=st.sampled_from([np.float32, np.float64]))
+def test_a_rows_tail_is_filled_from_its_start_and_nowhere_else(n, start, dtype):
+    """_fill (the masked keys' −∞, the zeros past the last key attended) in unsigned steps: from
+    `start` to the row's end, nothing before it or past the row; nothing for a start past the end."""
+    from tracer.kernels.fused import _fill
+    raw = np.arange(n + 40, dtype=dtype)
+    row = raw[20:20 + n]
+    _fill(row, max(start, 0), -np.inf)
+    want = np.arange(n + 40, dtype=dtype)
+    want[20 + min(max(start, 0), n):20 + n] = -np.inf
+    np.testing.assert_array_equal(raw, want)
+
+
+@settings(max_examples=60, deadline=None)
 @given(k=st.integers(-4, 12), odd=st.booleans(), dtype=st.sampled_from([np.float32, np.float64]),
        seed=st.integers(0, 2**16))
 def test_scaling_by_a_power_of_two_is_the_division_bit_for_bit(k, odd, dtype, seed):
