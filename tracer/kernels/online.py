@@ -82,7 +82,8 @@ def online_heads(qkv, state, z, tiles, bad, rule, allowed, block, rows_per_task,
             s = flat[:rows * w].reshape((rows, w))
             hidden = rule.mask == MASK_CAUSAL and j0 > r1 - 1   # every query of the task is before the block
             if hidden:
-                s[:, :] = 0.0
+                if keep:   # the block's powers, recorded: zeros (a block past every query of the task)
+                    s[:, :] = 0.0
             else:
                 np.dot(q[h, r0:r1], k[h, j0:j0 + w].T, s)
             for r in range(rows):
