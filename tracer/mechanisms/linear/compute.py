@@ -9,8 +9,7 @@ import math
 import numpy as np
 
 from ... import memory
-from ...kernels import matmul
-from ...projections import group_kv, key_values, latest, project_one, stacked, stacked_weights
+from ...projections import group_kv, key_values, latest, project_one, projected, stacked
 from .heads import all_heads, compiles
 from .reader import refuse_run
 from .stages import gated_z, staged
@@ -74,7 +73,7 @@ def _projected(run, heads: list[int], groups: list[int], K, compiled: bool) -> t
     if not compiled:
         q = np.stack([project_one(K, src, sc.w_q[h], None if sc.b_q is None else sc.b_q[h], dt) for h in heads])
         return q, [key_values(run, g * (sc.heads // sc.groups), K) for g in groups]
-    q = matmul(src, stacked_weights(sc, sc.w_q, heads, dt))
+    q = projected(sc, src, (sc.w_q,), heads, dt)[0]
     if sc.b_q is not None:
         q += sc.b_q[heads[0]:heads[-1] + 1, None, :].astype(dt)
     return q, group_kv(run, groups, run.plan_ids(heads[0]), sc.heads // sc.groups)
