@@ -16,9 +16,10 @@ class AttnApp(App):
     BINDINGS = [Binding("q", "quit", "quit", tooltip="quit attnsim")]
 
     def __init__(self, scenario=None, arithmetic: str | None = None, overrides: dict | None = None,
-                 quiz: list[str] | None = None, save=None) -> None:
+                 quiz: list[str] | None = None, save=None, freeze: bool = False) -> None:
         super().__init__()
         self.start = (scenario, arithmetic, overrides, quiz, save)
+        self.freeze = freeze   # the app is the process's whole life (the command line): see keep_what_is_alive
 
     def on_mount(self) -> None:
         from .screens.main import MainScreen  # imported here: `import tui.app` stays light
@@ -29,12 +30,18 @@ class AttnApp(App):
         app holds (~80 ms beside a GPT-2 layer) whenever enough new ones have piled up, often in
         the middle of a key; collected now and the survivors set aside (gc.freeze), a collection
         walks only what is newer. A trace has no reference cycles: an old one is freed when the
-        screen lets go of it, frozen or not."""
-        gc.collect()
-        gc.freeze()
+        screen lets go of it, frozen or not.
+        Only where the app is the process's whole life (`freeze`, the command line's): a process
+        that opens many apps (a test run) would walk everything it ever loaded again at each one's
+        first trace, since each app's end makes it all collectable again (a third of a second in a
+        test worker: half the time of the TUI's tests)."""
+        if self.freeze:
+            gc.collect()
+            gc.freeze()
 
     def on_unmount(self) -> None:
-        gc.unfreeze()   # everything this app held is collectable again (tests run many apps)
+        if self.freeze:
+            gc.unfreeze()   # everything this app held is collectable again
 
 
 def run_app(scenario: str | None = None, arithmetic: str | None = None, overrides: dict | None = None,
@@ -43,4 +50,4 @@ def run_app(scenario: str | None = None, arithmetic: str | None = None, override
     arithmetic preset (default: the scenario's) with `--set` overrides (key → text); `quiz`:
     start with these steps' cells hidden ([] for every computed step); `save`: a QuizSave
     (tui/quiz_save.py) that keeps and resumes the answers."""
-    AttnApp(scenario, arithmetic, overrides, quiz, save).run()
+    AttnApp(scenario, arithmetic, overrides, quiz, save, freeze=True).run()

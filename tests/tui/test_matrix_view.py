@@ -163,12 +163,16 @@ async def test_kept_lines_follow_every_change_of_what_is_drawn():
 
 @pilot_test
 async def test_an_app_leaves_nothing_frozen_when_it_ends():
-    """The app sets aside what is alive once a trace is shown (gc.freeze: collections stay short);
-    when it ends, all of it is collectable again, as a process that runs many apps needs."""
+    """The command line's app sets aside what is alive once a trace is shown (gc.freeze: collections
+    stay short); when it ends, all of it is collectable again. An app opened among many (a test
+    run's) sets nothing aside."""
     import gc
 
-    from tui_helpers import opened
-    async with opened("by_hand", None, {}) as (app, pilot):
-        await pilot.pause()
-        assert gc.get_freeze_count() > 0
-    assert gc.get_freeze_count() == 0
+    from tui.app import AttnApp
+    from tui_helpers import settle
+    for freeze in (True, False):
+        async with AttnApp("by_hand", freeze=freeze).run_test() as pilot:
+            await settle(pilot)
+            await pilot.pause()
+            assert (gc.get_freeze_count() > 0) == freeze
+        assert gc.get_freeze_count() == 0
