@@ -34,7 +34,7 @@ class AttnApp(App):
         Only where the app is the process's whole life (`freeze`, the command line's): a process
         that opens many apps (a test run) would walk everything it ever loaded again at each one's
         first trace, since each app's end makes it all collectable again (a third of a second in a
-        test worker: half the time of the TUI's tests)."""
+        test worker: a quarter of the TUI's tests' time)."""
         if self.freeze:
             gc.collect()
             gc.freeze()

@@ -13,8 +13,8 @@ import numpy as np
 
 from .jit import namespace as stage_kernels
 
-__all__ = ["attend_heads", "attend_token", "matmul", "matmul_heads", "matmul_side", "online_heads", "rule", "stage_kernels",
-           "trace_heads"]
+__all__ = ["attend_heads", "attend_token", "matmul", "matmul_heads", "matmul_side", "online_heads", "rule",
+           "stage_kernels", "trace_heads"]
 ROWS = 128   # rows per matmul task, at least; queries per task of the online kernel
 SIDE_ROWS = 512   # rows per task of a wide product, at most (its scratch is threads × this × width)
 

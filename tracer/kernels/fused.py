@@ -297,7 +297,7 @@ def matmul_heads(x, w, out, block):
 def matmul_side(x, w, out, scratch, block):
     """out[h] = x·w[:, h·m:(h+1)·m] for every h (w: every head's matrix side by side, d × heads·m),
     in tasks of `block` rows: one wide product into the thread's scratch rows, dealt out to the
-    heads. BLAS makes better use of one 2304-wide matrix than of 36 that are 64 wide (a quarter
+    heads. BLAS makes better use of one 2304-wide matrix than of 36 that are 64 wide (a fifth
     faster for GPT-2 small's q, k and v); the sums are the same, in the same order."""
     heads, n, m = out.shape
     blocks = (n + block - 1) // block
