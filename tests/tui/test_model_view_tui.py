@@ -1,6 +1,7 @@
 """`M`: the model view of a checkpoint's scenario: every layer's kind and memory over its heads'
 tiles at 80 × 24 (scrolling), `s` sorting each layer's heads by a role score, Enter opening that
 layer at that head; a hand-written scenario has no model, and says so in the status line."""
+import asyncio
 import shutil
 import time
 
@@ -143,6 +144,31 @@ async def test_a_scenario_of_a_few_heads_opens_the_model_head_it_keeps():
         await pilot.press("right", "right", "right", "enter")
         await settle(pilot)
         assert app.screen.head == 1 and app.screen.step_id == "h1.weights"
+
+
+@pilot_test
+async def test_the_model_view_opened_again_says_nothing_is_being_computed():
+    """The view is kept once computed: opened again, its title shows the head under the cursor (the
+    main screen's layer, as the first time), not the "computing layer 1 of 2…" that each layer's
+    row says while the view is computed."""
+    from tui.screens import model
+    async with opened("induction", size=(80, 24)) as (app, pilot):
+        model._views.clear()
+        await pilot.press("M")
+        await settle(pilot)
+        for _ in range(200):   # the view is computed in a worker of the model screen
+            if model._views:
+                break
+            await asyncio.sleep(0.05)
+        await settle(pilot)
+        first = screen_text(app)
+        await pilot.press("escape")
+        await settle(pilot)
+        await pilot.press("M")
+        await settle(pilot)
+        again = screen_text(app)
+        assert "computing" not in first and "computing" not in again, again
+        assert "layer 1 head 0:" in again, again
 
 
 @pilot_test

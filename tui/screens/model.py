@@ -34,6 +34,10 @@ def _score(s: float) -> str:
 class ModelScreen(Screen[tuple | None]):
     """Returns (head, trace of the layer chosen), or None on Esc."""
 
+    # no focus on arrival (None would be the app's rule, the first tile): the cursor starts at the main
+    # screen's layer and head (_add); a view opened again is drawn at once, before the first tile took it
+    AUTO_FOCUS = ""
+
     BINDINGS = [
         Binding("escape,M", "dismiss(None)", "back", key_display="esc"),
         Binding("s", "sort", "sort", tooltip="order each layer's heads by a role score (previous, first, "
@@ -66,7 +70,7 @@ class ModelScreen(Screen[tuple | None]):
             self.view = _views[key]
             for row in self.view.layers:
                 self._add(row)
-            self._title()
+            self._title("")   # nothing is being computed: not the "computing layer …" each row's _add says
         else:
             self._title(f"computing layer 0 of {self.model['layers']}…")
             self._compute(key)
