@@ -35,10 +35,16 @@ def stacked_weights(sc, w, heads: list[int], dtype) -> np.ndarray:
 
 
 def projected(sc, x, arrays: tuple, heads: list[int], dt) -> list[np.ndarray]:
-    """x·W[h] for each W of `arrays` (scenario sc's, each heads × d × m, one m) and consecutive heads
-    `heads`, each heads × n × m: views of one wide product (kernels.matmul_side)."""
-    wide = matmul_side(x, sc.joined(arrays, slice(heads[0], heads[-1] + 1), dt), len(arrays) * len(heads))
-    return np.split(wide, len(arrays))
+    """x·W[h] for each W of `arrays` (scenario sc's, each heads × d × m) and consecutive heads
+    `heads`, each heads × n × m: the arrays of one width m are views of one wide product
+    (kernels.matmul_side)."""
+    out = [None] * len(arrays)
+    for m in dict.fromkeys(a.shape[2] for a in arrays):
+        which = [i for i, a in enumerate(arrays) if a.shape[2] == m]
+        joined = sc.joined(tuple(arrays[i] for i in which), slice(heads[0], heads[-1] + 1), dt)
+        for i, part in zip(which, np.split(matmul_side(x, joined, len(which) * len(heads)), len(which))):
+            out[i] = part
+    return out
 
 
 def projections(run, heads: list[int]):
@@ -47,11 +53,9 @@ def projections(run, heads: list[int]):
     sc, dt, x = run.scenario, run.dtype, run.x
     if not textbook(sc):
         return _batched(run, heads)
-    plain = sc.w_v_down is None and sc.d_v == sc.d_k   # v's heads as wide as q's: one product for all three
-    q, k, *v = projected(sc, x, (sc.w_q, sc.w_k, sc.w_v) if plain else (sc.w_q, sc.w_k), heads, dt)
     if sc.w_v_down is None:
-        return q, k, v[0] if v else projected(sc, x, (sc.w_v,), heads, dt)[0], {}
-    v_down = projected(sc, x, (sc.w_v_down,), heads, dt)[0]
+        return *projected(sc, x, (sc.w_q, sc.w_k, sc.w_v), heads, dt), {}
+    q, k, v_down = projected(sc, x, (sc.w_q, sc.w_k, sc.w_v_down), heads, dt)
     v = np.matmul(v_down, stacked_weights(sc, sc.w_v_up, heads, dt),
                   out=pool.empty((len(heads), sc.n, sc.d_v), dt))
     return q, k, v, {step_id("v_down", h): v_down[i] for i, h in enumerate(heads)}
@@ -99,17 +103,17 @@ def group_kv(run, groups: list[int], first_ids: dict, per: int) -> list[dict]:
     if all(run.held(i["k"]) is not None for i in held):
         return [{kind: run.held(sid) for kind, sid in i.items() if kind in KV_KINDS} for i in held]
     src = run.held(run.step(first_ids["k"]).inputs[0])
-    plain = not sc.v_is_k and sc.w_v_down is None and sc.d_v == sc.d_k   # keys and values in one product
-    k, *v = projected(sc, src, (sc.w_k, sc.w_v) if plain else (sc.w_k,), groups, dt)
+    values = None if sc.v_is_k else sc.w_v if sc.w_v_down is None else sc.w_v_down
+    k, *v = projected(sc, src, (sc.w_k,) if values is None else (sc.w_k, values), groups, dt)
     if sc.b_k is not None:
         k += sc.b_k[groups[0]:groups[-1] + 1, None, :].astype(dt)
     if sc.v_is_k:
         v, v_down = k, None
     elif sc.w_v_down is not None:
-        v_down = projected(sc, src, (sc.w_v_down,), groups, dt)[0]
+        v_down = v[0]
         v = np.matmul(v_down, stacked_weights(sc, sc.w_v_up, groups, dt))
     else:
-        v, v_down = v[0] if v else projected(sc, src, (sc.w_v,), groups, dt)[0], None
+        v, v_down = v[0], None
         if sc.b_v is not None:
             v += sc.b_v[groups[0]:groups[-1] + 1, None, :].astype(dt)
     normed_v = v_norm.normed(run, groups, v) if sc.v_norm is not None else None   # the values' norm

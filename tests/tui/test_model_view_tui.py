@@ -1,7 +1,6 @@
 """`M`: the model view of a checkpoint's scenario: every layer's kind and memory over its heads'
 tiles at 80 × 24 (scrolling), `s` sorting each layer's heads by a role score, Enter opening that
 layer at that head; a hand-written scenario has no model, and says so in the status line."""
-import asyncio
 import shutil
 import time
 
@@ -156,10 +155,7 @@ async def test_the_model_view_opened_again_says_nothing_is_being_computed():
         model._views.clear()
         await pilot.press("M")
         await settle(pilot)
-        for _ in range(200):   # the view is computed in a worker of the model screen
-            if model._views:
-                break
-            await asyncio.sleep(0.05)
+        assert await until(pilot, lambda: bool(model._views))   # computed in a worker of the model screen
         await settle(pilot)
         first = screen_text(app)
         await pilot.press("escape")

@@ -143,13 +143,8 @@ class Scenario:
         dtype = np.dtype(dtype)
         if a.dtype == dtype and a.flags.c_contiguous:
             return a
-        if a.size * dtype.itemsize > CAST_BYTES:
-            return np.ascontiguousarray(a, dtype=dtype)
-        casts = self.__dict__.setdefault("_casts", {})
-        key = (id(a), dtype.str)
-        if key not in casts:   # `a` held beside its cast, so that its id stays its own
-            casts[key] = (a, np.ascontiguousarray(a, dtype=dtype))
-        return casts[key][1]
+        return self._kept((id(a), dtype.str), (a,), a.size * dtype.itemsize,
+                          lambda: np.ascontiguousarray(a, dtype=dtype))
 
     def joined(self, arrays: tuple, heads: slice, dtype) -> np.ndarray:
         """Heads `heads` of each of `arrays` (this scenario's, each heads × d × m) side by side: one
@@ -157,15 +152,20 @@ class Scenario:
         are kept as cast() keeps its casts; a few heads' (a lazy trace's) are made each time."""
         dtype = np.dtype(dtype)
         parts = [a[heads] for a in arrays]
-        key = ("joined", *(id(a) for a in arrays), dtype.str)
         every = heads.indices(len(arrays[0])) == (0, len(arrays[0]), 1)
+        size = sum(p.size for p in parts) * dtype.itemsize if every else CAST_BYTES + 1   # a few heads: not kept
+        return self._kept(("joined", *(id(a) for a in arrays), dtype.str), arrays, size, lambda: np.ascontiguousarray(
+            # (NumPy keeps the parts' order: one head of width 1 would come out F-ordered)
+            np.concatenate([p.transpose(1, 0, 2).reshape(p.shape[1], -1) for p in parts], axis=1, dtype=dtype)))
+
+    def _kept(self, key: tuple, sources: tuple, size: int, make) -> np.ndarray:
+        """make(), kept under `key` when at most CAST_BYTES, its `sources` held beside it so that
+        their ids (in the key) stay their own."""
+        if size > CAST_BYTES:
+            return make()
         casts = self.__dict__.setdefault("_casts", {})
-        if not (every and key in casts):
-            w = np.ascontiguousarray(   # (NumPy keeps the parts' order: one head of width 1 would come out F-ordered)
-                np.concatenate([p.transpose(1, 0, 2).reshape(p.shape[1], -1) for p in parts], axis=1, dtype=dtype))
-            if not every or sum(p.size for p in parts) * dtype.itemsize > CAST_BYTES:
-                return w
-            casts[key] = (arrays, w)
+        if key not in casts:
+            casts[key] = (sources, make())
         return casts[key][1]
 
     @functools.cached_property
