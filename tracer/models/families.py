@@ -11,9 +11,9 @@ from .experts import GPT_OSS, QWEN3_MOE, Experts
 LLAMA_KEYS = dict(d_model=("hidden_size",), heads=("num_attention_heads",), layers=("num_hidden_layers",),
                   groups=("num_key_value_heads",), head_dim=("head_dim",), inner=("intermediate_size",),
                   positions=("max_position_embeddings",), eps=("rms_norm_eps",), activation=("hidden_act",))
-GELU_TANH = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast")   # the same curve, written three ways
-ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_bloom": "gelu_bloom",
-               **{name: "gelu_tanh" for name in GELU_TANH}}
+# config.json's names → ops.activate's: the tanh GELU is written three ways, two of them with √(2/π) rounded
+ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
+               "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_fast", "gelu_bloom": "gelu_bloom"}
 
 
 @dataclass(frozen=True)

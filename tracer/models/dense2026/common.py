@@ -4,12 +4,14 @@ attention at any scale, the activations and the gated MLP; and `Layer`, what one
 attention did, as a test (or the trace) reads it."""
 from __future__ import annotations
 
-import math
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ...mechanisms.chunked.formula import allowed as chunked_allowed
+from ..families import ACTIVATIONS
+from ..ops import activate
 
 
 @dataclass
@@ -123,14 +125,11 @@ def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, ok: np.ndarray, scale: f
 
 def activation(name: str):
     """The MLPs' activations by config.json's name."""
-    if name in ("silu", "swish"):
-        return lambda u: u / (1.0 + np.exp(-u))
-    if name in ("gelu_pytorch_tanh", "gelu_new", "gelu_fast"):
-        c = math.sqrt(2 / math.pi)
-        return lambda u: 0.5 * u * (1 + np.tanh(c * (u + 0.044715 * u ** 3)))
     if name == "relu2":
         return lambda u: np.maximum(u, 0.0) ** 2
-    raise KeyError(f"hidden_act: {name!r} is not supported")
+    if name not in ACTIVATIONS:
+        raise KeyError(f"hidden_act: {name!r} is not supported")
+    return functools.partial(activate, activation=ACTIVATIONS[name])
 
 
 def gated(x: np.ndarray, w: Weights, at: str, act) -> np.ndarray:
