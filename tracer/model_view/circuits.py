@@ -21,7 +21,12 @@ TOP = 3   # singular values kept per circuit
 def top_singular(a: np.ndarray, b: np.ndarray, top: int = TOP) -> np.ndarray:
     """The `top` largest singular values of a[h]·b[h]ᵀ for each h (a: heads × d × r, b: heads × d × r'),
     heads × min(top, r, r') (largest first)."""
-    s = np.linalg.svd(_r(a) @ np.swapaxes(_r(b), -1, -2), compute_uv=False)
+    return _top(_r(a), _r(b), top)
+
+
+def _top(ra: np.ndarray, rb: np.ndarray, top: int = TOP) -> np.ndarray:
+    """top_singular from the R factors of a and b."""
+    s = np.linalg.svd(ra @ np.swapaxes(rb, -1, -2), compute_uv=False)
     return s[:, :top]
 
 
@@ -42,9 +47,9 @@ def grouped(q: np.ndarray, k: np.ndarray, v: np.ndarray, o: np.ndarray, heads: i
     """(qk, ov) singular values (heads × TOP) of a softmax layer's weights in the rows orientation
     (q: d × heads·hd, k and v: d × groups·hd, o: heads·hd × d); head h reads group h // (heads ÷ groups)."""
     g = np.arange(heads) // (heads // groups)
-    wq, wk, wv = per_head(q, heads), per_head(k, groups)[g], per_head(v, groups)[g]
-    wo = per_head(o.T, heads)                       # W_O,h's rows, as d × hd: OV = W_V·W_O = W_V·(W_Oᵀ)ᵀ
-    return top_singular(wq, wk), top_singular(wv, wo)
+    rq, ro = _r(per_head(q, heads)), _r(per_head(o.T, heads))   # W_O,h's rows, as d × hd: OV = W_V·(W_Oᵀ)ᵀ
+    rk, rv = _r(per_head(k, groups))[g], _r(per_head(v, groups))[g]   # once a group, not once a head
+    return _top(rq, rk), _top(rv, ro)
 
 
 def latent(w: dict, mla: dict, heads: int) -> tuple:

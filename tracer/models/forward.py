@@ -60,7 +60,7 @@ def weights(q: np.ndarray, k: np.ndarray, cfg: Config, kind: LayerKind, sinks: n
     if position.startswith("alibi"):                                 # ALiBi (Falcon's: before ÷√d_k)
         slopes = alibi.alibi_slopes(q.shape[0]) / (math.sqrt(q.shape[-1]) if position == "alibi_unscaled" else 1.0)
         s = alibi.penalised(s, slopes)
-    s[:, mask(n, kind.window)] = -np.inf
+    np.copyto(s, -np.inf, where=mask(n, kind.window))             # the mask (a boolean index was 4 × slower)
     sink = -np.inf if sinks is None else sinks[:, None, None]      # a sink (none: a key of weight 0)
     e, own, _ = powers(s, sink)
     return e / (e.sum(axis=-1, keepdims=True) + own)

@@ -32,8 +32,9 @@ def mask(n: int, window: int | None) -> np.ndarray:
 def silu(u: np.ndarray) -> np.ndarray:
     """u·sigmoid(u) = u ÷ (1 + e^−u), as PyTorch computes it (e^−u overflows to ∞ for u < −709, where
     the quotient is −0, as it should be)."""
+    a = np.negative(u)
     with np.errstate(over="ignore"):
-        a = np.exp(np.negative(u))
+        np.exp(a, out=a)
     a += 1
     return np.divide(u, a, out=a)
 
