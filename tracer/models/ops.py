@@ -64,8 +64,7 @@ def activate(u: np.ndarray, activation: str) -> np.ndarray:
     else:
         from scipy.special import erf
         return _half_u_times(u, erf(u / math.sqrt(2)))
-    with np.errstate(invalid="ignore"):   # ∞·0 where u² overflowed: tanh(NaN) as PyTorch has it
-        return _half_u_times(u, np.tanh(a, out=a))
+    return _half_u_times(u, np.tanh(a, out=a))
 
 
 def _half_u_times(u: np.ndarray, a: np.ndarray) -> np.ndarray:
