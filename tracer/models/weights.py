@@ -122,8 +122,11 @@ class Tensors:
                                        self._buffer(name, shape) if ids is None else None)
             return wide if finite else _finite(name, wide, path, ids)
         with self._open(str(path), framework="numpy") as handle:
-            part = handle.get_slice(name)
-            read = part[:] if ids is None else np.concatenate([part[i:i + 1] for i in ids])
+            if ids is None:
+                read = handle.get_tensor(name)   # (a slice [:] of a 0-d tensor, a scalar, is refused)
+            else:
+                part = handle.get_slice(name)
+                read = np.concatenate([part[i:i + 1] for i in ids])
         _finite(name, read, path, ids)   # as read: widening keeps every value, and reads half the bytes or fewer
         out = self._buffer(name, shape) if ids is None else None
         if out is None:
