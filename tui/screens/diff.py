@@ -30,6 +30,15 @@ def top_keys_changed(wa: np.ndarray, wb: np.ndarray) -> list[tuple[int, list[int
     return [(i, ta, tb) for i, (ta, tb) in enumerate(zip(top_keys(wa), top_keys(wb))) if ta != tb]
 
 
+def weights_id(trace, step_id: str, head: int) -> str | None:
+    """The weights whose most-attended keys the diff flags for a step: its head's, or a linear
+    layer's implicit weights; None where the trace records neither (an online trace keeps tiles, a
+    decoding trace one row a token)."""
+    step = trace.step(step_id)
+    h = step.head if step.head is not None else head
+    return next((sid for sid in (make_id("weights", h), make_id("implicit", h)) if sid in trace), None)
+
+
 def difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """A − B, with 0 where both are the same (two −∞ included)."""
     with np.errstate(invalid="ignore"):
@@ -79,8 +88,8 @@ class DiffScreen(Screen[tuple | None]):
         try:
             b = session.run() if session is not None else self.b
             for trace in (self.a, b):  # fetch what is shown (lazy traces compute heads on demand)
-                for sid in (self.step_id, make_id("weights", self.head)):  # the weights: for the flags
-                    trace[sid] if sid in trace else None
+                for sid in (self.step_id, weights_id(self.a, self.step_id, self.head)):  # the weights: for the flags
+                    trace[sid] if sid is not None and sid in trace else None
         except Exception as err:  # noqa: BLE001
             self.app.call_from_thread(self.query_one(StatusBar).say, str(err).splitlines()[0], "error")
             return
@@ -149,7 +158,11 @@ class DiffScreen(Screen[tuple | None]):
 
     def _flags(self, step) -> list:
         text = Text()
-        wid = make_id("weights", step.head if step.head is not None else self.head)
+        wid = weights_id(self.a, step.id, self.head)
+        if wid is None or wid not in self.b:
+            self.query_one("#flags", Static).update(Text("no attention weights recorded here: no query's most-attended "
+                                                          "key to compare", style="dim"))
+            return []
         changed = top_keys_changed(self.a.rows(wid), self.b.rows(wid))
         tokens = self.a.scenario.tokens
         if not changed:
