@@ -14,7 +14,7 @@ come with a change here, or a stale compiled copy keeps the old code.
 import numpy as np
 from numba import njit
 
-from .fused import NORM_SOFTMAX, SCALE_NONE, _divide, _relu, _scale, _softmax_powers
+from .fused import NORM_SOFTMAX, SCALE_NONE, _copy, _divide, _relu, _scale, _softmax_powers
 
 SCORES, SCALED, EXP, WEIGHTS = range(4)
 
@@ -31,20 +31,20 @@ def attend_token(t, off, q, kbuf, vbuf, grid, sums, z, rule, per):
         s = grid[SCORES, h, off:off + width]
         np.dot(kbuf[g, :width], q[h], s)
         a = grid[SCALED, h, off:off + width]
-        a[:] = s
+        _copy(a, s)
         if rule.scale != SCALE_NONE:
             _scale(a, rule.scale, rule.c)
         w = grid[WEIGHTS, h, off:off + width]
         if rule.norm == NORM_SOFTMAX:
             e = grid[EXP, h, off:off + width]
-            e[:] = a
+            _copy(e, a)
             sums[h, t, 0] = _softmax_powers(e, width, rule)
-            w[:] = e
+            _copy(w, e)
             _divide(w, width, sums[h, t, 0])
             if not np.isfinite(sums[h, t, 0]):
                 bad[h] = 1
         else:
-            w[:] = a
+            _copy(w, a)
             _relu(w)
         if not np.isfinite(a).all():
             bad[h] = 1

@@ -46,6 +46,23 @@ def _fill(a, start, value):
         a[j] = value
 
 
+@njit(inline="always")
+def _copy(a, src):
+    """a[:] = src for two rows of one length. A loop, not a slice assignment: numba compiles every
+    slice assignment's message for mismatched shapes (str, join, repr: 14 s of a cold compile of
+    each dtype's kernels); its indices unsigned, as in _fill."""
+    for j in range(np.uintp(a.shape[0])):
+        a[j] = src[j]
+
+
+@njit(inline="always")
+def _copy_rows(a, src):
+    """a[:, :] = src for two matrices of one shape (see _copy)."""
+    for i in range(a.shape[0]):
+        for j in range(np.uintp(a.shape[1])):
+            a[i, j] = src[i, j]
+
+
 @njit
 def _powers(a, end, shift, power, base):
     """a = power^(a − shift) on the first `end` keys, 0 past them (masked: −∞ gives 0 anyway)."""
@@ -208,7 +225,7 @@ def trace_heads(qkv, rec, rule, allowed, block, threads):
         # the weights for BLAS, contiguous (zeros past the diagonal): row r overwrites only rows ≤ r of s
         p = buf[:(b1 - b0) * width].reshape((b1 - b0, width))
         for i in range(b0, b1):
-            a[:] = s[i - b0]
+            _copy(a, s[i - b0])
             _stream(grid[slots[SCORES], h, i], a)
             if rule.scale != SCALE_NONE:
                 _scale(a, rule.scale, c)
@@ -226,7 +243,7 @@ def trace_heads(qkv, rec, rule, allowed, block, threads):
             else:
                 _relu(a)
             _stream(grid[slots[WEIGHTS], h, i], a)
-            p[i - b0, :] = a[:width]
+            _copy(p[i - b0], a)
         np.dot(p, v[g, :width], z[h, b0:b1])
         _fence()
 
@@ -257,7 +274,7 @@ def attend_heads(qkv, out, rule, allowed, block, threads):
         used += rows * d_v
         qb = buf[used:used + rows * d_k].reshape((rows, d_k))
         sums = buf[used + rows * d_k:used + rows * (d_k + 1)]
-        qb[:, :] = q[h, b0:b1]
+        _copy_rows(qb, q[h, b0:b1])
         if rule.scale == SCALE_DIVIDE:
             for r in range(rows):
                 for j in range(d_k):
@@ -276,7 +293,7 @@ def attend_heads(qkv, out, rule, allowed, block, threads):
         if rule.norm == NORM_SOFTMAX:
             for r in range(rows):
                 _divide(zb[r], d_v, sums[r])
-        out[b0:b1, h * d_v:(h + 1) * d_v] = zb
+        _copy_rows(out[b0:b1, h * d_v:(h + 1) * d_v], zb)
 
 
 @njit(parallel=True, cache=True)
@@ -307,4 +324,4 @@ def matmul_side(x, w, out, scratch, block):
         s = scratch[numba.get_thread_id(), :b1 - b0]
         np.dot(x[b0:b1], w, s)
         for h in range(heads):
-            out[h, b0:b1] = s[:, h * m:(h + 1) * m]
+            _copy_rows(out[h, b0:b1], s[:, h * m:(h + 1) * m])

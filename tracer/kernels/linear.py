@@ -18,7 +18,7 @@ from numba import njit, prange  # noqa: E402
 cache.listen()  # compile notices for a front end (tracer.on_compile)
 
 from .fastexp import exp64  # noqa: E402
-from .fused import _finite  # noqa: E402
+from .fused import _copy_rows, _finite  # noqa: E402
 
 
 @njit(inline="always", fastmath={"reassoc", "contract"})
@@ -83,7 +83,7 @@ def _recur(q, k, v, alpha, beta, delta, states, o):
             o[t, j] = read
             error[j] = next_v[j] - pred
         if keep:
-            states[t] = St.T
+            _copy_rows(states[t], St.T)
 
 
 CHUNK = 64   # tokens per block of the implicit weights: the blocks off the diagonal are BLAS products
@@ -140,7 +140,8 @@ def _carried(k, alpha, beta, delta, c0, c1):
     decay = np.ones(d_k, dtype=k.dtype)
     for s in range(c0, c1):
         b = beta[s] if delta else 1.0
-        keys[s - c0] *= b
+        for i in range(d_k):
+            keys[s - c0, i] *= b
         _scale(keys[: s - c0], alpha, s, per_channel)     # the keys before s pass through M_s
         if delta:
             _erase(keys[: s - c0], k[s], b)
@@ -167,14 +168,18 @@ def _implicit(q, k, alpha, beta, delta, A):
     for m in range(chunks):
         c0, c1 = m * CHUNK, min(n, (m + 1) * CHUNK)
         _diagonal(u, k, alpha, beta, delta, A, c0, c1)
-        keys[c0:c1], T[m] = _carried(k, alpha, beta, delta, c0, c1)
+        carried, transition = _carried(k, alpha, beta, delta, c0, c1)
+        _copy_rows(keys[c0:c1], carried)
+        _copy_rows(T[m], transition)
     G = np.empty_like(k)                        # rows: the earlier keys, carried to chunk i's start
+    moved = np.empty_like(k)
     for i in range(1, chunks):
         i0, i1 = i * CHUNK, min(n, (i + 1) * CHUNK)
-        if i > 1:
-            G[: i0 - CHUNK] = G[: i0 - CHUNK] @ T[i - 1]     # through chunk i − 1: rows times Tᵀ
-        G[i0 - CHUNK: i0] = keys[i0 - CHUNK: i0]
-        A[i0:i1, :i0] = u[i0:i1] @ G[:i0].T
+        if i > 1:                               # through chunk i − 1: rows times Tᵀ
+            np.dot(G[: i0 - CHUNK], T[i - 1], moved[: i0 - CHUNK])
+            G, moved = moved, G
+        _copy_rows(G[i0 - CHUNK: i0], keys[i0 - CHUNK: i0])
+        _copy_rows(A[i0:i1, :i0], u[i0:i1] @ G[:i0].T)
 
 
 @njit(parallel=True, cache=True)

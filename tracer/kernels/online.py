@@ -16,7 +16,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .fused import MASK_CAUSAL, MASK_NONE, POWER_E, SCALE_NONE, _fill, _finite, _max, _powers, _scale, _total
+from .fused import MASK_CAUSAL, MASK_NONE, POWER_E, SCALE_NONE, _copy, _fill, _finite, _max, _powers, _scale, _total
 
 
 @njit
@@ -48,7 +48,7 @@ def _row(a, i, j0, rule, allowed, m, keep_scores, keep):
             if not allowed[i, j0 + j]:
                 a[j] = -np.inf
     if keep:
-        keep_scores[:] = a
+        _copy(keep_scores, a)
     new, r = 0.0, 1.0
     if rule.stable:
         new = max(m, _max(a, end)) if end > 0 else m
