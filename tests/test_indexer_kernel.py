@@ -87,3 +87,16 @@ def test_attention_over_the_chosen_keys(seed, n, top):
             s = np.where(keep[t], k @ q[t, h] * 0.5, -np.inf)
             a = np.exp(s - s.max())
             np.testing.assert_allclose(got[t, h], (a / a.sum()) @ v, rtol=1e-10, atol=1e-12)
+
+
+@settings(max_examples=200)
+@given(st.lists(st.one_of(st.integers(-3, 3).map(float), st.floats(allow_nan=True, allow_infinity=True, width=32)),
+                min_size=1, max_size=80), st.data())
+def test_the_kth_largest_is_what_numpy_partition_gives(row, data):
+    """The quickselect behind each query's choice, against np.partition: equal scores, ±∞, NaN."""
+    row = np.array(row)
+    end = data.draw(st.integers(1, len(row)))
+    kth = data.draw(st.integers(0, end - 1))
+    want = -np.partition(-row[:end], kth)[kth]
+    got = kernel._kth_largest(row, end, kth)
+    assert got == want or (np.isnan(got) and np.isnan(want))
