@@ -48,9 +48,9 @@ def _fill(a, start, value):
 
 @njit(inline="always")
 def _copy(a, src):
-    """a[:] = src for two rows of one length. A loop, not a slice assignment: numba compiles every
-    slice assignment's message for mismatched shapes (str, join, repr: 14 s of a cold compile of
-    each dtype's kernels); its indices unsigned, as in _fill."""
+    """a[:] = src[:len(a)]. A loop, not a slice assignment: numba compiles every slice assignment's
+    message for mismatched shapes (str, join, repr: 14 s of a cold compile of each dtype's
+    kernels); its indices unsigned, as in _fill."""
     for j in range(np.uintp(a.shape[0])):
         a[j] = src[j]
 
