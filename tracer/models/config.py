@@ -49,7 +49,7 @@ class Config:
     head_dim: int
     positions: int         # longest text the model was built for
     eps: float
-    activation: str        # ops.activate's: "silu", "gelu", "gelu_tanh", "gelu_fast" or "gelu_bloom"
+    activation: str        # ops.activate's: "silu", "gelu", "gelu_tanh", "gelu_fast", "gelu_bloom" or "relu2"
     inner: int             # the MLP's hidden width
     kinds: tuple = ()      # one LayerKind per layer
     parts: dict = field(default_factory=dict)   # what config.json says of each mechanism the family has (soft-capping's C …),

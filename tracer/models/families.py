@@ -13,7 +13,7 @@ LLAMA_KEYS = dict(d_model=("hidden_size",), heads=("num_attention_heads",), laye
                   positions=("max_position_embeddings",), eps=("rms_norm_eps",), activation=("hidden_act",))
 # config.json's names → ops.activate's: the tanh GELU is written three ways, two of them with √(2/π) rounded
 ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
-               "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_fast", "gelu_bloom": "gelu_bloom"}
+               "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_fast", "gelu_bloom": "gelu_bloom", "relu2": "relu2"}
 
 
 @dataclass(frozen=True)

@@ -44,12 +44,15 @@ TANH_FACTOR = {"gelu_fast": 0.7978845608, "gelu_bloom": 0.79788456}
 
 
 def activate(u: np.ndarray, activation: str) -> np.ndarray:
-    """silu, gelu (erf), gelu_tanh (√(2/π)·(u + 0.044715·u³) inside the tanh, as gelu_new and
+    """silu, relu2, gelu (erf), gelu_tanh (√(2/π)·(u + 0.044715·u³) inside the tanh, as gelu_new and
     PyTorch's tanh GELU write it), gelu_fast or BLOOM's gelu: each on one temporary, in place, in the
     order of transformers' formula (an MLP's activation is a few million numbers a block; NumPy's
     u ** 3 calls pow() for each, 40 × slower than u·u·u, which is what PyTorch's pow(u, 3) does)."""
     if activation == "silu":
         return silu(u)
+    if activation == "relu2":   # max(u, 0)², squared in place
+        a = np.maximum(u, 0.0)
+        return np.multiply(a, a, out=a)
     if activation == "gelu_tanh":
         a = u * u
         a *= u

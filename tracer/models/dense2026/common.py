@@ -125,8 +125,6 @@ def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, ok: np.ndarray, scale: f
 
 def activation(name: str):
     """The MLPs' activations by config.json's name."""
-    if name == "relu2":
-        return lambda u: np.maximum(u, 0.0) ** 2
     if name not in ACTIVATIONS:
         raise KeyError(f"hidden_act: {name!r} is not supported")
     return functools.partial(activate, activation=ACTIVATIONS[name])
