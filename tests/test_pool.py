@@ -18,7 +18,7 @@ GIB = 1 << 30
 
 @pytest.fixture(autouse=True)
 def empty_pool():
-    gc.collect()   # an earlier test's trace in a reference cycle comes back now, not mid-test
+    # an earlier test's trace in a reference cycle came back before this (conftest collects first)
     pool.release()
     yield
     pool.release()

@@ -19,7 +19,7 @@ cache.preload_blas()  # before numba: see there
 import numba  # noqa: E402
 from numba import njit, prange  # noqa: E402
 
-from .fused import _copy, _copy_rows, _zigzag  # noqa: E402
+from .fused import _copy, _zigzag  # noqa: E402
 
 cache.listen()  # compile notices for a front end (tracer.on_compile)
 SCRATCH = 2**21   # numbers of one task's block of per-head scores (16 MiB in float64)
@@ -142,7 +142,7 @@ def _attend_chosen(q, k, v, chosen, scale, out):
             for j in range(m):
                 row[j] = np.exp(row[j] - top_score)
             row /= row.sum()
-        _copy_rows(out[t], np.dot(s, vt))
+        np.dot(s, vt, out[t])                               # into the output's rows: no temporary
 
 
 def _threads() -> int:
