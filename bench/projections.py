@@ -4,9 +4,10 @@
 The trace keeps each head's q, k and v as a matrix of its own (heads × tokens × 64), so
 `kernels.matmul_side` computes one wide product per block of rows into a thread's scratch and copies
 it out to the heads. A product left as one tokens × 2304 matrix (numba's threads, NumPy, PyTorch)
-skips that copy: the difference is what the per-head layout costs. The same product in blocks of
-w's columns shows what the split costs: BLAS packs its right-hand matrix for each call. Timed in turn (bench.measure), in
-one run; the ratios are against PyTorch's product, or NumPy's without PyTorch.
+skips that copy: the difference is what the per-head layout costs. The same product split by w's
+columns instead of by rows shows what the split costs (BLAS packs its right-hand matrix at each
+call). Timed in turn (bench.measure), in one run; the ratios are against PyTorch's product, or
+NumPy's without PyTorch.
 
     python -m bench.projections --reps 15
 """
@@ -33,7 +34,7 @@ def contenders() -> dict:
     w = rng.standard_normal((D, 3 * HEADS * D_K), np.float32)
     wide_out = np.empty((N, w.shape[1]), np.float32)
 
-    parts = 4   # column blocks: each of every token's row by a quarter of w, into a matrix of its own
+    parts = 4   # blocks of columns: every token's row times a quarter of w, into a matrix of its own
     w_parts = np.ascontiguousarray(w.reshape(D, parts, -1).transpose(1, 0, 2))
     part_out = np.empty((parts, N, w_parts.shape[2]), np.float32)
 
