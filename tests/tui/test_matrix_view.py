@@ -176,5 +176,5 @@ async def test_an_app_leaves_nothing_frozen_when_it_ends():
             await settle(pilot)
             await pilot.pause()
             assert (gc.get_freeze_count() > before) if freeze else gc.get_freeze_count() == before
-        if freeze:
-            assert gc.get_freeze_count() == 0
+        # an app that set aside gives back all it can (gc.unfreeze: the run's own too); one that did not leaves them
+        assert gc.get_freeze_count() == (0 if freeze else before)
