@@ -34,6 +34,19 @@ def test_axis_labels():
     assert axis_labels(t, "one", 1) == ["Σ"] and axis_labels(t, "d_k", 3) == ["0", "1", "2"]
 
 
+def test_axis_labels_named_once_per_trace_are_each_traces_own():
+    """Kept per trace (a large step names its tokens for every panel): each call gets a list of its
+    own, each trace its own tokens, a start, a size and a width their own names."""
+    a = tracer.run(tracer.from_arrays(np.eye(3), [np.eye(3)], [np.eye(3)], [np.eye(3)], tokens=["la", "la", "wwwwwwwwww"]))
+    b = tracer.run(tracer.from_arrays(np.eye(3), [np.eye(3)], [np.eye(3)], [np.eye(3)], tokens=["x", "y", "z"]))
+    first = axis_labels(a, "key", 3)
+    first.append("changed by the caller")
+    assert axis_labels(a, "key", 3) == ["la#0", "la#1", "wwwwwwwwww"]
+    assert axis_labels(b, "key", 3) == ["x", "y", "z"]
+    assert axis_labels(a, "key", 2, start=1) == ["la#1", "wwwwwwwwww"]
+    assert axis_labels(a, "key", 3, width=6) == ["la#0", "la#1", "www…#2"]
+
+
 def test_fractions_only_where_the_arithmetic_stays_rational():
     ar = lambda preset, **kw: tracer.resolve(preset, kw)  # noqa: E731
     assert rational(ar("by-hand"), 3)                    # ⌊÷2⌋ and 3ˣ

@@ -3,6 +3,7 @@ each query's most-attended keys (one rule, so the CLI's diff and the TUI's name 
 from __future__ import annotations
 
 import re
+import weakref
 from collections import Counter
 
 import numpy as np
@@ -10,6 +11,7 @@ import numpy as np
 TOKEN_AXES = ("token", "query", "key", "context")
 TIE = 1e-9   # weights within this fraction of a query's largest are tied for most-attended
 LABEL_WIDTH = 24   # characters of a name where room is counted: tables, pictures, explanations
+_named: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # trace → {(axis, size, start, width): names}
 
 
 def short(name: str, index: int | None = None, width: int = LABEL_WIDTH) -> str:
@@ -28,7 +30,20 @@ def short(name: str, index: int | None = None, width: int = LABEL_WIDTH) -> str:
 
 def axis_labels(trace, axis: str, size: int, start: int = 0, width: int | None = None) -> list[str]:
     """Token names on token axes (token, query, key) from token `start` on, Σ on the one-wide
-    axis, indices elsewhere; with `width`, each cut to it (short: the cut ones end in their index)."""
+    axis, indices elsewhere; with `width`, each cut to it (short: the cut ones end in their index).
+    Named once per trace: a step of a large one named its 1024 tokens again for every panel shown
+    and every cell moved to (0.2–0.4 ms each, a few times a step). Each call gets its own list."""
+    key = (axis, size, start, width)
+    try:
+        kept = _named.setdefault(trace, {})
+    except TypeError:   # a stand-in that cannot be weakly referenced: named each time
+        return _axis_labels(trace, *key)
+    if key not in kept:
+        kept[key] = _axis_labels(trace, *key)
+    return list(kept[key])
+
+
+def _axis_labels(trace, axis: str, size: int, start: int, width: int | None) -> list[str]:
     if axis in ("key", "context"):   # the context's tokens under cross-attention
         names, first = distinct(trace.scenario.key_tokens)[start:], start
     elif axis in TOKEN_AXES:
