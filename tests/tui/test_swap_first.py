@@ -10,6 +10,7 @@ import numpy as np
 
 import tracer
 from tui.screens import running
+from tui.screens.main import MainScreen
 from tui.session import Session
 
 from tui_helpers import opened, pilot_test, settle, status_text
@@ -73,3 +74,23 @@ async def test_a_second_swap_mid_background_ends_on_its_own_arithmetic(monkeypat
         fresh = tracer.run(screen.session.scenario, start)
         for step in fresh.steps:
             _same(screen.trace, fresh, step.id)
+
+
+@pilot_test
+async def test_the_other_heads_start_once_the_swapped_head_is_drawn(monkeypatch):
+    """The background's kernels hold the GIL while they run: started before the frame that shows
+    the new arithmetic, they held that frame back. A frame is drawn between the two."""
+    monkeypatch.setattr(running, "FIRST_CELLS", 1)
+    monkeypatch.setattr(running, "INLINE_CELLS", 0)
+    seen, apply, rest, frame = [], running.RunMixin._apply, running.RunMixin._rest, MainScreen._compositor_refresh
+    monkeypatch.setattr(running.RunMixin, "_apply", lambda self, *a: (seen.append("shown"), apply(self, *a))[1])
+    monkeypatch.setattr(running.RunMixin, "_rest", lambda self, *a: (seen.append("rest"), rest(self, *a))[1])
+    monkeypatch.setattr(MainScreen, "_compositor_refresh", lambda self: (seen.append("frame"), frame(self))[1])
+    async with opened("multi_head", size=(120, 40)) as (app, pilot):
+        seen.clear()
+        await pilot.press("a")
+        await settle(pilot)
+        assert "rest" in seen and "shown" in seen[:seen.index("rest")]
+        after = seen[seen.index("shown"):seen.index("rest")]
+        assert "frame" in after, seen
+        assert not app.screen.trace.lazy
