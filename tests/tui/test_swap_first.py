@@ -94,3 +94,27 @@ async def test_the_other_heads_start_once_the_swapped_head_is_drawn(monkeypatch)
         after = seen[seen.index("shown"):seen.index("rest")]
         assert "frame" in after, seen
         assert not app.screen.trace.lazy
+
+
+@pilot_test
+async def test_a_swap_measures_what_it_shows_off_the_screens_thread(monkeypatch):
+    """The colour scales of the step on view and of the panels beside it, for the head shown first
+    and again for the whole trace that replaces it: measured in the workers, none on the screen's
+    thread (a 1024 × 1024 array's took ~15 ms of the swap's first frame)."""
+    from tui.widgets import heat
+    monkeypatch.setattr(running, "FIRST_CELLS", 1)
+    monkeypatch.setattr(running, "INLINE_CELLS", 0)
+    made, scale = [], heat.Scale.__init__
+
+    def measured(self, array, *a, **k):
+        made.append((threading.current_thread() is threading.main_thread(), array.shape))
+        scale(self, array, *a, **k)
+    monkeypatch.setattr(heat.Scale, "__init__", measured)
+    async with opened("multi_head", size=(120, 40)) as (app, pilot):
+        await pilot.press("n", "n", "n", "n")   # h0.scores: q and k beside it
+        await settle(pilot)
+        made.clear()
+        await pilot.press("a")
+        await settle(pilot)
+        assert not app.screen.trace.lazy and app.screen.step_id == "h0.scores"
+        assert made and not [shape for on_screen_thread, shape in made if on_screen_thread], made

@@ -6,9 +6,11 @@ from textual import work
 from textual.worker import get_current_worker
 
 import tracer
+from tracer.printing import fractions_for, tolerance
 
 from ..messages import Compiling, Completed, Failed, Loaded, OpenScenario, Rerun, SetOption
-from ..session import Session, carry_cell, nearest_step, one_line, run_kind
+from ..session import Session, carry_cell, input_panels, nearest_step, one_line, run_kind
+from ..widgets.heat import scale_for
 from ..widgets.status import StatusBar
 from ..widgets.worksheet import Worksheet
 
@@ -48,7 +50,7 @@ class RunMixin:
             first = same and session.cells() >= FIRST_CELLS and not self.trace.lazy
             trace = session.run(lazy=True if first else None)   # first: plans only, heads on demand
             if trace.lazy and same:  # the step on view is kept: compute its head now, off the screen's thread
-                trace[nearest_step(trace, self.step_id, self._kind(), self.head)]
+                self._measure(trace, nearest_step(trace, self.step_id, self._kind(), self.head))
             _seen.add(run_kind(session))
             message = Loaded(session, trace, rest=first)
         except Exception as err:  # noqa: BLE001
@@ -79,7 +81,24 @@ class RunMixin:
             return
         if trace.lazy or get_current_worker().is_cancelled:
             return
+        if self.step_id in trace:
+            self._measure(trace, self.step_id)
         self.post_message(Completed(session, trace))
+
+    def _measure(self, trace, step_id: str) -> None:
+        """Computes `step_id` and measures the colour scales of what showing it draws (the step
+        and the panels beside it), here in a worker: on the screen's thread they held back the
+        frame of a swap (a 1024 × 1024 array's scale and printing: ~15 ms). A guess from the cell
+        on view: whatever it misses is measured when shown."""
+        trace[step_id]
+        try:
+            step = trace.step(step_id)
+            fractions, tol = self.fractions and fractions_for(trace), tolerance(trace.dtype)
+            for panel in input_panels(trace, step, *carry_cell(self.cell, step.shape, False)):
+                scale_for(panel.array, fractions, tol)
+            scale_for(trace[step_id], fractions, tol)
+        except Exception:  # noqa: BLE001  only a head start: the screen measures again when it shows them
+            pass
 
     def on_completed(self, message: Completed) -> None:
         if message.session is not self.session or not (self.trace and self.trace.lazy):
