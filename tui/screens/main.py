@@ -154,9 +154,12 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
         near += [head_step_id(trace, step, h) for h in (self.head + 1,) if h < trace.heads]
         arrays = [trace[sid] for sid in near]
         if index + 1 < len(ids):   # the next step's sources too: `n` is the key pressed most
-            after = trace.step(ids[index + 1])
-            arrays += [p.array for p in input_panels(trace, after, *carry_cell(self.cell, after.shape, False))]
+            arrays += self.panel_arrays(trace, trace.step(ids[index + 1]))
         measure_ahead(arrays, self.written_fractions(), self._tol())
+
+    def panel_arrays(self, trace, step) -> list:
+        """The arrays of the panels beside `step` with the cursor's cell carried to it."""
+        return [p.array for p in input_panels(trace, step, *carry_cell(self.cell, step.shape, False))]
 
     def _where(self) -> tuple[str, str, str, str]:
         trace = self.trace
@@ -164,12 +167,13 @@ class MainScreen(RunMixin, SheetMixin, FitMixin, QuizMixin, DialogsMixin, Screen
         return (scenario_label(trace.scenario), heads, self.session.label(),
                 summary(trace.arithmetic, trace.scenario.d_k))
 
-    def written_fractions(self) -> bool:
-        """Fractions on screen: asked for (f) and exact here (tracer.printing.fractions_for)."""
-        return self.fractions and fractions_for(self.trace)
+    def written_fractions(self, trace=None) -> bool:
+        """Fractions on screen: asked for (f) and exact in the trace shown, or in `trace`
+        (tracer.printing.fractions_for)."""
+        return self.fractions and fractions_for(trace or self.trace)
 
-    def _tol(self) -> float:
-        return tolerance(self.trace.dtype)  # the tracer's: a few ulps of the dtype
+    def _tol(self, trace=None) -> float:
+        return tolerance((trace or self.trace).dtype)  # the tracer's: a few ulps of the dtype
 
     def show_cell(self, fit: bool = True) -> None:
         """The cursor's cell: its sources lit in their panels and its story; `fit`: the panels are

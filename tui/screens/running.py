@@ -6,11 +6,10 @@ from textual import work
 from textual.worker import get_current_worker
 
 import tracer
-from tracer.printing import fractions_for, tolerance
 
 from ..messages import Compiling, Completed, Failed, Loaded, OpenScenario, Rerun, SetOption
-from ..session import Session, carry_cell, input_panels, nearest_step, one_line, run_kind
-from ..widgets.heat import scale_for
+from ..session import Session, carry_cell, nearest_step, one_line, run_kind
+from ..widgets.heat import measure
 from ..widgets.status import StatusBar
 from ..widgets.worksheet import Worksheet
 
@@ -90,13 +89,10 @@ class RunMixin:
         and the panels beside it), here in a worker: on the screen's thread they held back the
         frame of a swap (a 1024 × 1024 array's scale and printing: ~15 ms). A guess from the cell
         on view: whatever it misses is measured when shown."""
-        trace[step_id]
+        shown = trace[step_id]
         try:
-            step = trace.step(step_id)
-            fractions, tol = self.fractions and fractions_for(trace), tolerance(trace.dtype)
-            for panel in input_panels(trace, step, *carry_cell(self.cell, step.shape, False)):
-                scale_for(panel.array, fractions, tol)
-            scale_for(trace[step_id], fractions, tol)
+            measure([*self.panel_arrays(trace, trace.step(step_id)), shown], self.written_fractions(trace),
+                    self._tol(trace))
         except Exception:  # noqa: BLE001  only a head start: the screen measures again when it shows them
             pass
 

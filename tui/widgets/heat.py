@@ -123,14 +123,16 @@ def scale_for(array: np.ndarray, fractions: bool, tol: float = 1e-15) -> Scale:
     return scale
 
 
+def measure(arrays, fractions: bool, tol: float = 1e-15) -> None:
+    """Measures the scales of arrays about to be shown, now (a worker's thread calls it)."""
+    for array in arrays:
+        scale_for(array, fractions, tol)
+
+
 def measure_ahead(arrays, fractions: bool, tol: float = 1e-15) -> None:
     """Measures the scales of arrays the next keys will likely show (the neighbouring steps, the
     other heads), off the screen's thread; what is not done by then is measured when shown."""
-    def run():
-        for array in arrays:
-            if array.size > EXACT:   # small ones cost nothing to measure when shown
-                scale_for(array, fractions, tol)
-    _ahead.submit(run)
+    _ahead.submit(measure, [a for a in arrays if a.size > EXACT], fractions, tol)   # small ones cost nothing
 
 
 def _mostly_fractions(sample: np.ndarray, tol: float) -> bool:
